@@ -1,0 +1,48 @@
+"""Ray LabKit: the helpers behind the notebooks.
+
+Import is cheap and starts nothing: ``params`` and ``measure`` load no Ray or torch, so a bad
+notebook parameter fails before Ray starts. The other modules load when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from labkit.measure import compare, record, speedup, timeit
+from labkit.params import ParameterError, Params, setup
+
+__version__ = "0.1.0"
+__all__ = [
+    "ParameterError",
+    "Params",
+    "compare",
+    "record",
+    "setup",
+    "speedup",
+    "start_session",
+    "stop_session",
+    "timeit",
+]
+
+_LAZY_MODULES = {"cli", "data", "device", "models", "plots", "procs", "session"}
+
+
+def start_session(*args: Any, **kwargs: Any):
+    """Start (or join) Ray for this notebook: see :func:`labkit.session.start`."""
+    from labkit.session import start
+
+    return start(*args, **kwargs)
+
+
+def stop_session() -> None:
+    """Stop the notebook's Ray session (Serve first, then Ray)."""
+    from labkit.session import stop
+
+    stop()
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"labkit.{name}")
+    raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -1,0 +1,303 @@
+"""``labkit doctor|run|clean|lab``: a thin command line over the kit's modules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from labkit import params, procs
+from labkit.measure import read_records
+
+# ---------------------------------------------------------------- doctor
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.3)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def doctor_report() -> dict[str, Any]:
+    """Facts about this machine a workshop helper needs: versions, GPUs, cores, memory, ports."""
+    import psutil
+
+    from labkit.device import nvidia_smi_gpus
+    from labkit.measure import _version
+    from labkit.session import auth_token, token_path
+
+    report: dict[str, Any] = {
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "platform": platform.platform(),
+        "labkit root": str(params.repo_root()),
+        "ray": _version("ray") or "NOT INSTALLED",
+        "torch": _version("torch") or "NOT INSTALLED",
+    }
+    try:
+        import torch
+
+        report["torch cuda build"] = torch.version.cuda or "none (CPU build)"
+        report["cuda available"] = torch.cuda.is_available()
+        if torch.cuda.is_available():
+            report["torch gpus"] = [
+                torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
+            ]
+    except ImportError:
+        pass
+    report["nvidia-smi gpus"] = nvidia_smi_gpus() or "none"
+    report["cpu cores"] = f"{os.cpu_count()} logical, {psutil.cpu_count(logical=False)} physical"
+    vm = psutil.virtual_memory()
+    report["memory"] = f"{vm.total / 2**30:.1f} GiB total, {vm.available / 2**30:.1f} GiB available"
+    if Path("/dev/shm").exists():
+        shm = shutil.disk_usage("/dev/shm")
+        report["/dev/shm"] = f"{shm.total / 2**30:.1f} GiB (Ray's object store lives here)"
+    else:
+        report["/dev/shm"] = "missing (Ray falls back to /tmp, slower)"
+    report["ray auth token"] = (
+        f"present ({token_path()})" if auth_token() else f"none yet ({token_path()})"
+    )
+    report["RAY_ADDRESS"] = os.environ.get("RAY_ADDRESS") or "unset (local Ray)"
+    report["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE") or "unset"
+    busy = [p for p in (6379, 8265, 8000, 8888, 10001) if _port_in_use(p)]
+    report["ports busy on 127.0.0.1"] = busy or "none of 6379, 8265, 8000, 8888, 10001"
+    report["kit processes alive"] = len(procs.alive())
+    return report
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    report = doctor_report()
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        width = max(len(k) for k in report)
+        for key, value in report.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+# ---------------------------------------------------------------- run
+
+
+def _parse_value(text: str) -> Any:
+    """``-p`` values: ints stay ints, everything else is a string (as papermill's -p does)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def parse_parameters(items: list[str]) -> dict[str, Any]:
+    """Turn ``["SIZE=smoke", "SEED=1"]`` into ``{"SIZE": "smoke", "SEED": 1}``."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"labkit run: -p takes KEY=VALUE, got {item!r}")
+        out[key.strip()] = _parse_value(value.strip())
+    return out
+
+
+def notebooks_to_run(names: list[str]) -> list[Path]:
+    """The notebooks named (paths or numbers like ``01``), or all of them in order."""
+    nb_dir = params.repo_root() / "notebooks"
+    if not names:
+        return sorted(nb_dir.glob("[0-9][0-9]_*.ipynb"))
+    out = []
+    for name in names:
+        path = Path(name)
+        if path.is_file():
+            out.append(path.resolve())
+            continue
+        matches = sorted(nb_dir.glob(f"{name}*.ipynb"))
+        if not matches:
+            raise SystemExit(f"labkit run: no notebook matches {name!r} in {nb_dir}")
+        out.extend(matches)
+    return out
+
+
+def write_summary(run_dir: Path, outcomes: list[dict[str, Any]]) -> Path:
+    """``summary.md``: each notebook's status and time, then every metric it recorded."""
+    lines = [f"# labkit run {run_dir.name}", "", "| notebook | status | seconds |", "|---|---|---|"]
+    for o in outcomes:
+        lines.append(f"| {o['notebook']} | {o['status']} | {o['seconds']:.1f} |")
+    failed = [o for o in outcomes if o["status"] != "ok"]
+    if failed:
+        lines += ["", "## Failed", ""]
+        for o in failed:
+            lines.append(f"- **{o['notebook']}**: {o['error']}")
+    records = read_records(run_dir) if any(run_dir.glob("*.jsonl")) else []
+    lines += ["", "## Metrics", ""]
+    if records:
+        lines += ["| notebook | metric | value | unit | size | device |", "|---|---|---|---|---|---|"]
+        for r in records:
+            lines.append(
+                f"| {r['notebook']} | {r['metric']} | {r['value']:.4g} | {r['unit']} | "
+                f"{r['size']} | {r['device']} |"
+            )
+    else:
+        lines.append("(none recorded)")
+    path = run_dir / "summary.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import papermill as pm
+
+    parameters = parse_parameters(args.param or [])
+    notebooks = notebooks_to_run(args.notebooks)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(args.out).resolve() if args.out else params.repo_root() / "runs" / stamp
+    run_dir.mkdir(parents=True, exist_ok=True)
+    parameters.setdefault("RESULTS_DIR", str(run_dir))
+    outcomes = []
+    for nb in notebooks:
+        print(f"labkit run: {nb.name} -> {run_dir}", flush=True)
+        start = time.monotonic()
+        outcome = {"notebook": nb.stem, "status": "ok", "error": ""}
+        try:
+            pm.execute_notebook(
+                str(nb),
+                str(run_dir / nb.name),
+                parameters=parameters,
+                cwd=str(nb.parent),
+                kernel_name=args.kernel,
+                progress_bar=False,
+                log_output=args.verbose,
+                execution_timeout=args.cell_timeout,
+            )
+        except Exception as exc:  # noqa: BLE001 - report and go on to the next notebook
+            outcome["status"] = "FAILED"
+            ename = getattr(exc, "ename", type(exc).__name__)
+            evalue = getattr(exc, "evalue", str(exc))
+            outcome["error"] = f"{ename}: {evalue}".strip().splitlines()[0][:500]
+            print(f"labkit run: {nb.name} FAILED: {outcome['error']}", file=sys.stderr)
+            if args.verbose:
+                traceback.print_exc()
+        outcome["seconds"] = time.monotonic() - start
+        outcomes.append(outcome)
+        print(f"labkit run: {nb.name} {outcome['status']} in {outcome['seconds']:.1f} s", flush=True)
+    summary = write_summary(run_dir, outcomes)
+    latest = run_dir.parent / "latest-run"
+    if run_dir.parent == params.repo_root() / "runs":
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(run_dir.name)
+    print(f"labkit run: summary in {summary}")
+    return 1 if any(o["status"] != "ok" for o in outcomes) else 0
+
+
+# ---------------------------------------------------------------- clean
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from labkit.data import data_dir
+
+    root = params.repo_root()
+    stopped = procs.stop()
+    for e in stopped:
+        print(f"stopped {e['name']} pid {e['pid']} (left behind by {e['owner']})")
+    cache = data_dir()
+    if cache.is_dir() and not args.keep_data:
+        shutil.rmtree(cache)
+        print(f"removed data cache {cache}")
+    runs = root / "runs"
+    if runs.is_dir():
+        old = sorted(
+            (p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()),
+            key=lambda p: p.stat().st_mtime,
+        )
+        remove = old[: max(0, len(old) - args.keep_runs)]
+        for path in remove:
+            shutil.rmtree(path)
+            print(f"removed run {path}")
+        for link in runs.iterdir():
+            if link.is_symlink() and not link.exists():
+                link.unlink()
+    if not stopped:
+        print("no kit processes left running")
+    return 0
+
+
+# ---------------------------------------------------------------- lab
+
+
+def lab_command(port: int, token: str, open_browser: bool) -> list[str]:
+    """The JupyterLab command: bound to 127.0.0.1, token auth on, rooted at notebooks/."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={params.repo_root() / 'notebooks'}",
+        "--ServerApp.allow_remote_access=False",
+    ]
+    if not open_browser:
+        cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # containers and CI run as root
+    return cmd
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    import secrets
+
+    token = os.environ.get("LABKIT_LAB_TOKEN") or secrets.token_hex(24)
+    cmd = lab_command(args.port, token, not args.no_browser)
+    print(f"JupyterLab on http://127.0.0.1:{args.port}/lab?token={token}", flush=True)
+    return subprocess.call(cmd)
+
+
+# ---------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="labkit", description="Ray LabKit command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("doctor", help="what this machine has (paste it when you are stuck)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("run", help="execute notebooks headless with papermill into runs/<time>/")
+    p.add_argument("notebooks", nargs="*", help="paths or prefixes like 00 (default: all)")
+    p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                   help="notebook parameter, e.g. -p SIZE=smoke (repeatable)")
+    p.add_argument("--out", help="output folder (default runs/<timestamp>)")
+    p.add_argument("--kernel", default="python3", help="Jupyter kernel name")
+    p.add_argument("--cell-timeout", type=int, default=1800, help="seconds per cell")
+    p.add_argument("-v", "--verbose", action="store_true", help="stream cell output")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("clean", help="remove the data cache and old runs; stop leftover kit processes")
+    p.add_argument("--keep-runs", type=int, default=1, help="newest runs to keep (default 1)")
+    p.add_argument("--keep-data", action="store_true", help="keep the data cache")
+    p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser("lab", help="open JupyterLab on notebooks/ (127.0.0.1, token auth)")
+    p.add_argument("--port", type=int, default=8888)
+    p.add_argument("--no-browser", action="store_true")
+    p.set_defaults(func=cmd_lab)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Seeded, deterministic data for the lessons, cached as parquet under ``data/cache/``.
+
+Nothing is downloaded: every data set is generated from a seed, or comes from a package that
+ships it (scikit-learn's digits). Same name, size and seed give the same bytes on disk.
+With ``RAY_ADDRESS`` set the cache must be somewhere every node can read: set ``LABKIT_DATA_DIR``
+to a shared path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labkit.params import SIZES, ParameterError, resolve_path
+
+# Rows per SIZE for each generator; the notebooks may still pass explicit sizes.
+ROWS = {"smoke": 2_000, "small": 50_000, "full": 1_000_000}
+
+
+def data_dir() -> Path:
+    """The data cache folder (``LABKIT_DATA_DIR`` or ``data/cache`` in the repository)."""
+    return resolve_path(os.environ.get("LABKIT_DATA_DIR", "data/cache"))
+
+
+def rows_for(size: str) -> int:
+    """Default number of rows for a SIZE."""
+    if size not in ROWS:
+        raise ParameterError(f"SIZE={size!r} is not valid; choose one of: {', '.join(SIZES)}")
+    return ROWS[size]
+
+
+def _check(n: int, name: str = "n") -> None:
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ValueError(f"{name} must be a positive integer, got {n!r}")
+
+
+def classification(
+    n: int, n_features: int = 32, n_classes: int = 4, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian clusters, one per class: features float32 (n, n_features), labels int64 (n,)."""
+    _check(n)
+    _check(n_features, "n_features")
+    if n_classes < 2:
+        raise ValueError(f"n_classes must be >= 2, got {n_classes}")
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0.0, 2.0, size=(n_classes, n_features))
+    y = rng.integers(0, n_classes, size=n)
+    x = centers[y] + rng.normal(0.0, 1.0, size=(n, n_features))
+    return x.astype(np.float32), y.astype(np.int64)
+
+
+def images(
+    n: int, size: int = 32, channels: int = 3, n_classes: int = 10, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic images (n, channels, size, size) float32 whose class sets a stripe pattern."""
+    _check(n)
+    _check(size, "size")
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, size=n)
+    grid = np.arange(size, dtype=np.float32)
+    yy, xx = np.meshgrid(grid, grid, indexing="ij")
+    angle = np.pi * np.arange(n_classes) / n_classes
+    freq = 2 * np.pi * (1 + np.arange(n_classes) % 4) / size
+    patterns = np.sin(
+        freq[:, None, None] * (np.cos(angle)[:, None, None] * xx + np.sin(angle)[:, None, None] * yy)
+    ).astype(np.float32)
+    x = patterns[y][:, None, :, :].repeat(channels, axis=1)
+    x += rng.normal(0.0, 0.5, size=x.shape).astype(np.float32)
+    return x.astype(np.float32), y.astype(np.int64)
+
+
+def interactions(
+    n_users: int, n_items: int, n: int, rank: int = 8, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Recommender interactions with latent structure: user, item, rating (1-5) and a click label."""
+    for value, name in ((n_users, "n_users"), (n_items, "n_items"), (n, "n"), (rank, "rank")):
+        _check(value, name)
+    rng = np.random.default_rng(seed)
+    users = rng.normal(0, 1, size=(n_users, rank)) / np.sqrt(rank)
+    items = rng.normal(0, 1, size=(n_items, rank)) / np.sqrt(rank)
+    popularity = rng.zipf(1.5, size=n_items).astype(np.float64)
+    p_item = popularity / popularity.sum()
+    u = rng.integers(0, n_users, size=n)
+    i = rng.choice(n_items, size=n, p=p_item)
+    affinity = np.einsum("nk,nk->n", users[u], items[i]) * 3.0
+    score = affinity + rng.normal(0, 0.3, size=n)
+    rating = np.clip(np.round(3 + 1.5 * score), 1, 5).astype(np.int8)
+    return {
+        "user": u.astype(np.int64),
+        "item": i.astype(np.int64),
+        "rating": rating,
+        "clicked": (score > 0).astype(np.int8),
+    }
+
+
+def tokens(n_seqs: int, seq_len: int = 64, vocab: int = 256, seed: int = 0) -> np.ndarray:
+    """Token sequences (n_seqs, seq_len) int64 from a seeded sparse Markov chain (learnable)."""
+    _check(n_seqs, "n_seqs")
+    _check(seq_len, "seq_len")
+    _check(vocab, "vocab")
+    rng = np.random.default_rng(seed)
+    successors = rng.integers(0, vocab, size=(vocab, 4))  # each token has 4 likely successors
+    out = np.empty((n_seqs, seq_len), dtype=np.int64)
+    out[:, 0] = rng.integers(0, vocab, size=n_seqs)
+    choice = rng.integers(0, 4, size=(n_seqs, seq_len))
+    noise = rng.random(size=(n_seqs, seq_len)) < 0.1
+    random_tok = rng.integers(0, vocab, size=(n_seqs, seq_len))
+    for t in range(1, seq_len):
+        nxt = successors[out[:, t - 1], choice[:, t]]
+        out[:, t] = np.where(noise[:, t], random_tok[:, t], nxt)
+    return out
+
+
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's bundled handwritten digits (1,797 8x8 images), scaled to [0, 1] float32."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    return (bunch.data / 16.0).astype(np.float32), bunch.target.astype(np.int64)
+
+
+def to_table(columns: dict[str, np.ndarray]) -> pa.Table:
+    """Arrow table from numpy columns; a 2-D column becomes a fixed-size list column."""
+    arrays = {}
+    for name, col in columns.items():
+        col = np.ascontiguousarray(col)
+        if col.ndim == 1:
+            arrays[name] = pa.array(col)
+        else:
+            flat = pa.array(col.reshape(len(col), -1).ravel())
+            arrays[name] = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(col.shape[1:])))
+    return pa.table(arrays)
+
+
+def write_parquet(table: pa.Table, path: str | os.PathLike[str]) -> Path:
+    """Write a table with fixed settings (so the same data gives the same bytes), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    pq.write_table(
+        table, tmp, compression="snappy", row_group_size=64 * 1024, write_statistics=False
+    )
+    tmp.replace(path)
+    return path
+
+
+def cached(name: str, build: Callable[[], dict[str, np.ndarray]], refresh: bool = False) -> Path:
+    """Return ``data_dir()/<name>.parquet``, building it with ``build()`` the first time."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"cache name {name!r} must be a plain file name")
+    path = data_dir() / f"{name}.parquet"
+    if refresh or not path.is_file():
+        write_parquet(to_table(build()), path)
+    return path
+
+
+def classification_parquet(size: str, seed: int = 0, n_features: int = 32, n_classes: int = 4) -> Path:
+    """The classification set for a SIZE, cached as parquet (columns ``x`` and ``y``)."""
+    n = rows_for(size)
+
+    def build() -> dict[str, np.ndarray]:
+        x, y = classification(n, n_features, n_classes, seed)
+        return {"x": x, "y": y}
+
+    return cached(f"classification-{size}-f{n_features}-c{n_classes}-s{seed}", build)
+
+
+def digits_parquet() -> Path:
+    """scikit-learn's digits, cached as parquet (columns ``x`` of 64 floats and ``y``)."""
+
+    def build() -> dict[str, np.ndarray]:
+        x, y = digits()
+        return {"x": x, "y": y}
+
+    return cached("digits", build)
+
+
+def read_xy(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Read a cached ``x``/``y`` parquet back into numpy arrays."""
+    table = pq.read_table(path)
+    x_col = table.column("x").combine_chunks()
+    width = x_col.type.list_size
+    x = x_col.values.to_numpy(zero_copy_only=False).reshape(-1, width)
+    y = table.column("y").to_numpy()
+    return x, y

@@ -1,0 +1,89 @@
+"""Choose the torch device honestly, and tell real GPUs from Ray's logical ones."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+
+from labkit.params import DEVICES, ParameterError
+
+
+class DeviceError(RuntimeError):
+    """The requested device is not usable on this machine."""
+
+
+def real_gpu_count() -> int:
+    """Number of CUDA GPUs this process can use (0 on a CPU-only machine or a CPU torch build)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def nvidia_smi_gpus() -> list[str]:
+    """GPU names from ``nvidia-smi`` (independent of the torch build); empty if none."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def choose(device: str = "auto"):
+    """Return the ``torch.device`` for DEVICE=auto|cpu|cuda; cuda without CUDA fails clearly."""
+    import torch
+
+    name = str(device).strip().lower()
+    if name not in DEVICES:
+        raise ParameterError(f"DEVICE={device!r} is not valid; choose one of: {', '.join(DEVICES)}")
+    if name == "cpu":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if name == "auto":
+        return torch.device("cpu")
+    build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+    hint = (
+        f"nvidia-smi sees {', '.join(nvidia_smi_gpus())}, so the torch wheel is the problem"
+        if nvidia_smi_gpus()
+        else "no NVIDIA GPU is visible (nvidia-smi is missing or lists none)"
+    )
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        hint += "; CUDA_VISIBLE_DEVICES is empty, which hides every GPU"
+    raise DeviceError(
+        f"DEVICE='cuda' was asked for, but torch {torch.__version__} ({build}) cannot use CUDA here: "
+        f"{hint}. Use DEVICE=auto (falls back to CPU) or DEVICE=cpu, or run on a GPU machine "
+        "with a CUDA build of torch."
+    )
+
+
+def describe(device) -> str:
+    """A short human description of a torch device (GPU name and memory, or CPU threads)."""
+    import torch
+
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return f"cuda: {props.name}, {props.total_memory / 2**30:.0f} GiB"
+    return f"cpu: {torch.get_num_threads()} torch threads on {os.cpu_count()} cores"
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA) so a run repeats."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)

@@ -1,0 +1,180 @@
+"""Measure, compare and record: timing with warm-up, ratios against a baseline, JSON-line records.
+
+Every performance statement in a lesson is a ratio against a baseline measured in the same run,
+and every figure is recorded with :func:`record` so papermill runs can be collected.
+This module imports no Ray, so it can time anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from labkit import params
+
+METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_.]+$")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock seconds of repeated runs of one callable, after warm-up."""
+
+    label: str
+    runs: tuple[float, ...]
+    warmup: int
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
+
+    @property
+    def min(self) -> float:
+        return min(self.runs)
+
+    @property
+    def max(self) -> float:
+        return max(self.runs)
+
+    def rate(self, items: float) -> float:
+        """Items per second at the median time (e.g. tasks/s for ``items`` tasks)."""
+        return items / self.median if self.median > 0 else math.inf
+
+    def __str__(self) -> str:
+        return (
+            f"{self.label}: median {self.median * 1e3:.1f} ms "
+            f"(min {self.min * 1e3:.1f}, max {self.max * 1e3:.1f}, {len(self.runs)} runs)"
+        )
+
+
+def timeit(
+    fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1, label: str | None = None
+) -> Timing:
+    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed; return the timings."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    for _ in range(warmup):
+        fn()
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - start)
+    return Timing(label or getattr(fn, "__name__", "fn"), tuple(runs), warmup)
+
+
+def speedup(baseline: Timing, candidate: Timing) -> float:
+    """How many times faster ``candidate`` is than ``baseline`` (median over median; >1 = faster)."""
+    if candidate.median <= 0:
+        raise ValueError(f"{candidate.label} took no measurable time; time more work per run")
+    return baseline.median / candidate.median
+
+
+def compare(baseline: Timing, *candidates: Timing) -> dict[str, float]:
+    """Speed-up of each candidate over the baseline, keyed by label (the baseline is 1.0)."""
+    out = {baseline.label: 1.0}
+    for c in candidates:
+        out[c.label] = speedup(baseline, c)
+    return out
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    """What a record needs to be compared across machines: host, CPUs, memory, versions, GPU."""
+    info: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "ray": _version("ray"),
+        "torch": _version("torch"),
+    }
+    try:
+        import psutil
+
+        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:  # pragma: no cover
+        pass
+    torch = sys.modules.get("torch")  # only if the notebook already imported it
+    if torch is not None and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["gpu_count"] = torch.cuda.device_count()
+    return info
+
+
+def record(metric: str, value: float, unit: str, **context: Any) -> dict[str, Any]:
+    """Append one measured figure to ``RESULTS_DIR/<notebook>.jsonl`` and return the record."""
+    if not isinstance(metric, str) or not METRIC_NAME.match(metric):
+        raise ValueError(f"metric {metric!r} must look like 'topic.measure', e.g. tasks.sync_per_s")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{metric}: value must be a finite number, got {value!r}")
+    if not isinstance(unit, str) or not unit.strip():
+        raise ValueError(f"{metric}: give a unit, e.g. 'tasks/s', 'x', 'ms' or 'bytes'")
+    p = params.current()
+    rec = {
+        "metric": metric,
+        "value": float(value),
+        "unit": unit,
+        "notebook": p.notebook,
+        "size": p.size,
+        "device": p.device,
+        "seed": p.seed,
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "context": _jsonable(context),
+        "machine": machine_info(),
+    }
+    p.results_dir.mkdir(parents=True, exist_ok=True)
+    with open(records_path(), "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec, sort_keys=True) + "\n")
+    return rec
+
+
+def records_path() -> Path:
+    """Where this notebook's records go."""
+    p = params.current()
+    return p.results_dir / f"{p.notebook}.jsonl"
+
+
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read a ``.jsonl`` records file (or every one in a folder)."""
+    path = Path(path)
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    out = []
+    for file in files:
+        with open(file, encoding="utf-8") as f:
+            out.extend(json.loads(line) for line in f if line.strip())
+    return out
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Timing):
+        return _jsonable(asdict(obj) | {"median": obj.median})
+    if isinstance(obj, str | int | float | bool) or obj is None:
+        return obj
+    if hasattr(obj, "item"):  # numpy / torch scalars
+        return obj.item()
+    return str(obj)

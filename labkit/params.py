@@ -1,0 +1,198 @@
+"""The parameter contract every notebook follows.
+
+The first code cell of a notebook is tagged ``parameters`` and sets ``SIZE``, ``DEVICE``, ``SEED``
+and ``RESULTS_DIR`` (``None`` by default). :func:`setup` resolves them, in this order:
+
+1. a value set in the cell (papermill's ``-p`` injects a cell that overrides it);
+2. the environment: ``LABKIT_SIZE``, ``LABKIT_DEVICE``, ``LABKIT_SEED``, ``LABKIT_RESULTS_DIR``;
+3. the default a learner wants: ``small``, ``auto``, ``0``, ``runs/latest``.
+
+A bad value raises :class:`ParameterError` at once, before Ray starts, naming the valid values.
+This module imports no Ray and no torch, so that failure is fast.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SIZES = ("smoke", "small", "full")
+DEVICES = ("auto", "cpu", "cuda")
+DEFAULTS: dict[str, Any] = {
+    "SIZE": "small",
+    "DEVICE": "auto",
+    "SEED": 0,
+    "RESULTS_DIR": "runs/latest",
+}
+ENV_PREFIX = "LABKIT_"
+NOTEBOOK_NAME = re.compile(r"^\d\d_[a-z0-9_]+$")
+
+_current: Params | None = None
+
+
+class ParameterError(ValueError):
+    """A notebook parameter has a value the kit cannot use; the message names the valid ones."""
+
+
+@dataclass(frozen=True)
+class Params:
+    """Validated parameters of one notebook run, plus the settings that depend on SIZE."""
+
+    notebook: str
+    size: str
+    device: str
+    seed: int
+    results_dir: Path
+    scale: Mapping[str, Any] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        """Look up a size-dependent setting, e.g. ``p["n_tasks"]``."""
+        try:
+            return self.scale[key]
+        except KeyError:
+            known = ", ".join(sorted(self.scale)) or "none"
+            raise KeyError(f"no size setting {key!r}; this notebook defines: {known}") from None
+
+    @property
+    def is_smoke(self) -> bool:
+        """True for the CI-sized run (tiny data, few repeats)."""
+        return self.size == "smoke"
+
+    def describe(self) -> str:
+        """One line per parameter with where its value came from."""
+        lines = [f"notebook    {self.notebook}"]
+        for name, value in (
+            ("SIZE", self.size),
+            ("DEVICE", self.device),
+            ("SEED", self.seed),
+            ("RESULTS_DIR", self.results_dir),
+        ):
+            lines.append(f"{name:<11} {value}  ({self.sources.get(name, 'default')})")
+        for key, value in self.scale.items():
+            lines.append(f"  {key} = {value}")
+        return "\n".join(lines)
+
+
+def repo_root() -> Path:
+    """The repository root, so paths do not depend on the kernel's working directory."""
+    env = os.environ.get("LABKIT_ROOT")
+    if env:
+        return Path(env).expanduser().resolve()
+    for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):
+        for candidate in (start, *start.parents):
+            if (candidate / "pyproject.toml").is_file() and (candidate / "labkit").is_dir():
+                return candidate
+    return Path.cwd().resolve()
+
+
+def resolve_path(path: str | os.PathLike[str]) -> Path:
+    """Resolve a relative path against the repository root (absolute paths stay as they are)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (repo_root() / p).resolve()
+
+
+def _pick(name: str, value: Any) -> tuple[Any, str]:
+    if value is not None:
+        return value, "notebook/papermill"
+    env = os.environ.get(ENV_PREFIX + name)
+    if env not in (None, ""):
+        return env, f"${ENV_PREFIX}{name}"
+    return DEFAULTS[name], "default"
+
+
+def _choice(name: str, value: Any, valid: tuple[str, ...], source: str) -> str:
+    text = str(value).strip().lower()
+    if text not in valid:
+        raise ParameterError(
+            f"{name}={value!r} (from {source}) is not valid; choose one of: {', '.join(valid)}. "
+            f"Set it with papermill `-p {name} {valid[0]}` or `{ENV_PREFIX}{name}={valid[0]}`."
+        )
+    return text
+
+
+def _seed(value: Any, source: str) -> int:
+    try:
+        seed = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        seed = -1
+    if isinstance(value, bool) or seed < 0 or seed >= 2**32:
+        raise ParameterError(
+            f"SEED={value!r} (from {source}) is not valid; use an integer from 0 to 2**32 - 1, "
+            f"e.g. `-p SEED 0` or `{ENV_PREFIX}SEED=0`."
+        )
+    return seed
+
+
+def _scale(scale: Mapping[str, Mapping[str, Any]] | None, size: str) -> dict[str, Any]:
+    if scale is None:
+        return {}
+    missing = [s for s in SIZES if s not in scale]
+    extra = [s for s in scale if s not in SIZES]
+    if missing or extra:
+        raise ParameterError(
+            f"scale must have exactly the sizes {', '.join(SIZES)}; "
+            f"missing: {missing or 'none'}, unknown: {extra or 'none'}"
+        )
+    keys = {s: set(scale[s]) for s in SIZES}
+    if len({frozenset(k) for k in keys.values()}) != 1:
+        raise ParameterError(f"every size in scale must set the same keys, got {keys}")
+    return dict(scale[size])
+
+
+def setup(
+    notebook: str,
+    *,
+    SIZE: str | None = None,
+    DEVICE: str | None = None,
+    SEED: int | str | None = None,
+    RESULTS_DIR: str | os.PathLike[str] | None = None,
+    scale: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Params:
+    """Validate a notebook's parameters, seed Python and NumPy, and return its size settings.
+
+    ``notebook`` names the notebook (a kernel does not know its file name); its records go to
+    ``RESULTS_DIR/<notebook>.jsonl``. ``scale`` maps each SIZE to the notebook's settings.
+    """
+    global _current
+    if not isinstance(notebook, str) or not NOTEBOOK_NAME.match(notebook):
+        raise ParameterError(
+            f"notebook name {notebook!r} must look like '00_topic' (two digits, underscore, "
+            "lower-case words), matching its file notebooks/<name>.ipynb"
+        )
+    sources: dict[str, str] = {}
+    raw_size, sources["SIZE"] = _pick("SIZE", SIZE)
+    raw_device, sources["DEVICE"] = _pick("DEVICE", DEVICE)
+    raw_seed, sources["SEED"] = _pick("SEED", SEED)
+    raw_dir, sources["RESULTS_DIR"] = _pick("RESULTS_DIR", RESULTS_DIR)
+
+    size = _choice("SIZE", raw_size, SIZES, sources["SIZE"])
+    device = _choice("DEVICE", raw_device, DEVICES, sources["DEVICE"])
+    seed = _seed(raw_seed, sources["SEED"])
+    if not str(raw_dir).strip():
+        raise ParameterError("RESULTS_DIR is empty; give a folder such as runs/latest")
+    results_dir = resolve_path(str(raw_dir))
+    settings = _scale(scale, size)
+
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+
+    _current = Params(notebook, size, device, seed, results_dir, settings, sources)
+    return _current
+
+
+def current() -> Params:
+    """The parameters of the last :func:`setup` in this process."""
+    if _current is None:
+        raise RuntimeError("call labkit.setup(...) first (the cell after the parameters cell)")
+    return _current

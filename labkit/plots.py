@@ -1,0 +1,114 @@
+"""The few chart types the lessons use, in one style: bars, curves and Gantt charts.
+
+Every chart has a title and labelled axes with units; :func:`save` also writes it as a PNG next
+to the notebook's records so a papermill run keeps its figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from labkit import params
+
+STYLE = {
+    "figure.figsize": (7, 3.6),
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "font.size": 10,
+}
+BASELINE_COLOR = "#999999"
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+
+def _axes(ax=None):
+    plt.rcParams.update(STYLE)
+    if ax is None:
+        _fig, ax = plt.subplots()
+    return ax
+
+
+def _need(title: str, ylabel: str) -> None:
+    if not title or not ylabel:
+        raise ValueError("every chart needs a title and a y label with its unit")
+
+
+def bar(values: Mapping[str, float], *, title: str, ylabel: str, baseline: str | None = None,
+        annotate: str = "{:.3g}", ax=None):
+    """Bars for a few labelled values; the baseline bar (if named) is drawn grey."""
+    _need(title, ylabel)
+    if not values:
+        raise ValueError("nothing to plot")
+    ax = _axes(ax)
+    labels = list(values)
+    colors = [BASELINE_COLOR if k == baseline else COLORS[i % len(COLORS)]
+              for i, k in enumerate(labels)]
+    bars = ax.bar(labels, [values[k] for k in labels], color=colors)
+    if annotate:
+        ax.bar_label(bars, labels=[annotate.format(values[k]) for k in labels], padding=2)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    return ax
+
+
+def curves(x: Sequence[float], series: Mapping[str, Sequence[float]], *, title: str, xlabel: str,
+           ylabel: str, logx: bool = False, logy: bool = False, hline: float | None = None, ax=None):
+    """One line per series over a shared x; ``hline`` draws a reference level (e.g. 1.0x)."""
+    _need(title, ylabel)
+    if not xlabel:
+        raise ValueError("label the x axis with its unit")
+    ax = _axes(ax)
+    for i, (name, ys) in enumerate(series.items()):
+        if len(ys) != len(x):
+            raise ValueError(f"series {name!r} has {len(ys)} points, x has {len(x)}")
+        ax.plot(x, ys, marker="o", label=name, color=COLORS[i % len(COLORS)])
+    if hline is not None:
+        ax.axhline(hline, color=BASELINE_COLOR, linestyle="--", linewidth=1)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if len(series) > 1:
+        ax.legend()
+    return ax
+
+
+def gantt(spans: Sequence[tuple[str, float, float, str]], *, title: str,
+          xlabel: str = "time since start (s)", ax=None):
+    """Horizontal bars ``(lane, start, end, kind)``: one row per lane, one colour per kind."""
+    if not spans:
+        raise ValueError("nothing to plot")
+    ax = _axes(ax)
+    lanes = sorted({s[0] for s in spans})
+    kinds = list(dict.fromkeys(s[3] for s in spans))
+    t0 = min(s[1] for s in spans)
+    for lane, start, end, kind in spans:
+        if end < start:
+            raise ValueError(f"span on {lane!r} ends before it starts")
+        ax.barh(lanes.index(lane), end - start, left=start - t0, height=0.8,
+                color=COLORS[kinds.index(kind) % len(COLORS)], edgecolor="white", linewidth=0.3)
+    ax.set_yticks(range(len(lanes)), lanes)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[i % len(COLORS)]) for i in range(len(kinds))]
+    ax.legend(handles, kinds, loc="upper right", fontsize=8)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="y", visible=False)
+    return ax
+
+
+def save(ax_or_fig, name: str) -> Path:
+    """Save a chart as ``RESULTS_DIR/<notebook>-<name>.png`` and return the path."""
+    fig = getattr(ax_or_fig, "figure", ax_or_fig)
+    p = params.current()
+    p.results_dir.mkdir(parents=True, exist_ok=True)
+    path = p.results_dir / f"{p.notebook}-{name}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path

@@ -1,0 +1,129 @@
+"""A registry of the processes the kit started, so it can stop exactly those and nothing else.
+
+Ray's own ``ray stop`` kills every Ray process on the machine, a colleague's included; the kit
+never calls it. Instead each local session (and later each local cluster) records its PIDs with
+their creation times here, and ``labkit clean`` stops those still alive, by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from labkit.params import repo_root
+
+
+def registry_path() -> Path:
+    """The JSON file of recorded processes (``.labkit/pids.json`` in the repository, git-ignored)."""
+    override = os.environ.get("LABKIT_STATE_DIR")
+    base = Path(override) if override else repo_root() / ".labkit"
+    return base / "pids.json"
+
+
+def _load() -> list[dict[str, Any]]:
+    path = registry_path()
+    if not path.is_file():
+        return []
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, OSError):
+        return []
+
+
+def _save(entries: list[dict[str, Any]]) -> None:
+    path = registry_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entries, indent=1))
+    tmp.replace(path)
+
+
+def remember(pids: dict[str, list[int]], owner: str) -> None:
+    """Record ``{name: [pid, ...]}`` as started by ``owner`` (a session or cluster id)."""
+    entries = _load()
+    for name, plist in pids.items():
+        for pid in plist:
+            try:
+                created = psutil.Process(pid).create_time()
+            except psutil.Error:
+                continue
+            entries.append({"pid": pid, "create_time": created, "name": name, "owner": owner})
+    _save(entries)
+
+
+def forget(owner: str) -> None:
+    """Drop every record of ``owner`` (after it stopped its processes itself)."""
+    _save([e for e in _load() if e["owner"] != owner])
+
+
+def _process(entry: dict[str, Any]) -> psutil.Process | None:
+    """The live process of a record, or None if it exited or its PID now belongs to another."""
+    try:
+        proc = psutil.Process(entry["pid"])
+        if abs(proc.create_time() - entry["create_time"]) > 1.0:
+            return None
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except psutil.Error:
+        return None
+
+
+def alive(owner: str | None = None) -> list[dict[str, Any]]:
+    """Recorded processes that are still running (optionally only ``owner``'s)."""
+    return [
+        e for e in _load() if (owner is None or e["owner"] == owner) and _process(e) is not None
+    ]
+
+
+def stop(owner: str | None = None, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Terminate recorded processes still alive (and their children), then forget them."""
+    entries = alive(owner)
+    procs: list[psutil.Process] = []
+    for e in entries:
+        proc = _process(e)
+        if proc is None:
+            continue
+        try:
+            procs.extend(proc.children(recursive=True))
+        except psutil.Error:
+            pass
+        procs.append(proc)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _gone, still = psutil.wait_procs(procs, timeout=timeout)
+    for proc in still:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(still, timeout=2)
+    keep = [e for e in _load() if owner is not None and e["owner"] != owner]
+    _save(keep)
+    return entries
+
+
+def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """Wait for processes to exit; return the PIDs still alive after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    left = list(pids)
+    while left and time.monotonic() < deadline:
+        left = [p for p in left if psutil.pid_exists(p) and _not_zombie(p)]
+        if left:
+            time.sleep(0.2)
+    return left
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -1,0 +1,375 @@
+"""Start and stop Ray safely from a notebook.
+
+* Local (no ``RAY_ADDRESS``): a new instance with ``address="local"`` (a bare ``ray.init()`` may
+  attach to somebody else's Ray), the requested CPUs, logical GPUs only where no real GPU is
+  present, free ports for the dashboard, metrics and Serve, the dashboard pinned to 127.0.0.1,
+  token auth on, quiet logs. Its PIDs are recorded so ``labkit clean`` can stop exactly them.
+* Cluster (``RAY_ADDRESS`` set): connect to it, pass no resource arguments, turn on token auth for
+  the connection when a token exists, and ship ``labkit`` to the workers in a ``runtime_env``.
+
+Idempotent: a second :func:`start` with the same arguments returns the running session.
+:meth:`Session.stop` tears down Serve (if started) and then Ray; it never runs ``ray stop``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import socket
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit import procs
+
+LOCALHOST = "127.0.0.1"
+_current: Session | None = None
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A TCP port that is free on ``host`` right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def token_path() -> Path:
+    """Where Ray keeps the auth token (``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``)."""
+    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+
+
+def auth_token() -> str | None:
+    """The token Ray would use (``RAY_AUTH_TOKEN`` or the token file), or None if there is none."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return os.environ["RAY_AUTH_TOKEN"].strip()
+    path = token_path()
+    if path.is_file():
+        return path.read_text().strip() or None
+    return None
+
+
+def _enable_token_auth() -> None:
+    """Turn token auth on for this process and its children, as Ray's own default does.
+
+    Setting ``RAY_AUTH_MODE=token`` up front keeps auth on without Ray's warning; Ray caches its
+    config at import, so it is refreshed the way Ray itself does it.
+    """
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    from ray._raylet import Config
+
+    Config.initialize("")
+
+
+def _quiet() -> None:
+    """Keep Ray's own chatter out of notebook output; errors still show."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    for name in ("ray", "ray.data", "ray.train", "ray.tune", "ray.serve", "filelock"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+@dataclass
+class Session:
+    """A running Ray session started (or joined) by the kit."""
+
+    mode: str  # "local" or "cluster"
+    address: str
+    requested: dict[str, Any]
+    dashboard_url: str | None = None
+    serve_port: int | None = None
+    metrics_port: int | None = None
+    session_dir: str | None = None
+    real_gpus: int = 0
+    pids: dict[str, list[int]] = field(default_factory=dict)
+    serve_started: bool = False
+    _stopped: bool = False
+
+    @property
+    def owner(self) -> str:
+        return f"session:{self.session_dir or self.address}"
+
+    @property
+    def resources(self) -> dict[str, float]:
+        """The cluster's total resources (``ray.cluster_resources()``)."""
+        import ray
+
+        return ray.cluster_resources()
+
+    @property
+    def gpus_are_logical(self) -> bool:
+        """True when Ray's GPUs are bookkeeping only (no CUDA device behind them)."""
+        return self.resources.get("GPU", 0) > 0 and self.real_gpus == 0 and self.mode == "local"
+
+    def serve_http_options(self) -> dict[str, Any]:
+        """Serve proxy options pinned to 127.0.0.1 on this session's free port."""
+        return {"host": LOCALHOST, "port": self.serve_port}
+
+    def start_serve(self) -> None:
+        """Start Serve's proxy on 127.0.0.1 at this session's free port; deploy with serve.run.
+
+        ``serve.start`` here only pins the proxy's address (the blog's ``serve.start()`` plus
+        ``.deploy()`` pattern is gone); applications are deployed with ``serve.run(app.bind())``.
+        """
+        from ray import serve
+
+        serve.start(http_options=self.serve_http_options())
+        self.serve_started = True
+
+    def dashboard_get(self, path: str, timeout: float = 10.0) -> Any:
+        """GET a dashboard REST path (e.g. ``/api/version``) with the token, return parsed JSON."""
+        import json
+
+        if not self.dashboard_url:
+            raise RuntimeError("this session has no dashboard (started with dashboard=False)")
+        req = urllib.request.Request(self.dashboard_url.rstrip("/") + path)
+        token = auth_token()
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read().decode())
+
+    def describe(self) -> str:
+        """What a learner needs to know about the session, as text."""
+        res = self.resources
+        gpus = res.get("GPU", 0)
+        if gpus and self.gpus_are_logical:
+            gpu_line = f"{gpus:g} logical (no CUDA device behind them: scheduling only)"
+        elif gpus:
+            gpu_line = f"{gpus:g} real"
+        else:
+            gpu_line = "none"
+        custom = {
+            k: v
+            for k, v in res.items()
+            if k not in ("CPU", "GPU", "memory", "object_store_memory")
+            and not k.startswith("node:")
+            and not k.startswith("accelerator_type")
+        }
+        lines = [
+            f"mode         {self.mode} ({self.address})",
+            f"CPUs         {res.get('CPU', 0):g}",
+            f"GPUs         {gpu_line}",
+            f"object store {res.get('object_store_memory', 0) / 2**30:.2f} GiB",
+        ]
+        if custom:
+            lines.append(f"custom       {custom}")
+        if self.dashboard_url:
+            lines.append(f"dashboard    {self.dashboard_url}")
+            if auth_token():
+                lines.append(
+                    f"token        in {token_path()} (the dashboard asks for it; API clients send "
+                    "'Authorization: Bearer <token>')"
+                )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Session({self.mode}, {self.address})"
+
+    def stop(self) -> None:
+        """Tear down Serve (if it was started) and disconnect/stop Ray. Safe to call twice."""
+        global _current
+        if self._stopped:
+            return
+        self._stopped = True
+        import ray
+
+        try:
+            if ray.is_initialized() and "ray.serve" in sys.modules and self._serve_running():
+                # On a shared cluster only the apps this session deployed are its to remove.
+                if self.mode == "local" or self.serve_started:
+                    from ray import serve
+
+                    try:
+                        serve.shutdown()
+                    except Exception as exc:  # noqa: BLE001 - teardown must go on
+                        print(f"labkit: serve.shutdown() failed: {exc!r}", file=sys.stderr)
+        finally:
+            ray.shutdown()
+            if self.mode == "local":
+                left = procs.wait_gone([p for plist in self.pids.values() for p in plist])
+                if left:
+                    procs.stop(self.owner)
+                procs.forget(self.owner)
+            if _current is self:
+                _current = None
+
+    @staticmethod
+    def _serve_running() -> bool:
+        """True if a Serve controller runs in this Ray instance."""
+        import ray
+
+        try:
+            ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve")
+        except ValueError:
+            return False
+        return True
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _labkit_dir() -> str:
+    import labkit
+
+    return str(Path(labkit.__file__).parent)
+
+
+def start(
+    num_cpus: int | None = None,
+    num_gpus: float | None = None,
+    resources: dict[str, float] | None = None,
+    object_store_memory: int | None = None,
+    dashboard: bool = True,
+    runtime_env: dict[str, Any] | None = None,
+    **ray_kwargs: Any,
+) -> Session:
+    """Start (or join) Ray for a notebook; see the module docstring for local vs cluster mode."""
+    global _current
+    import ray
+
+    requested = {
+        "num_cpus": num_cpus,
+        "num_gpus": num_gpus,
+        "resources": resources,
+        "object_store_memory": object_store_memory,
+        "dashboard": dashboard,
+        "runtime_env": runtime_env,
+        **ray_kwargs,
+    }
+    if _current is not None and ray.is_initialized():
+        if _current.requested == requested:
+            return _current
+        print("labkit: restarting Ray with the new settings", file=sys.stderr)
+        _current.stop()
+    elif ray.is_initialized():
+        raise RuntimeError(
+            "Ray is already running in this kernel but was not started by labkit; "
+            "call ray.shutdown() first"
+        )
+    _quiet()
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    if address and address != "local":
+        _current = _connect(address, requested, runtime_env, ray_kwargs)
+    else:
+        _current = _start_local(
+            requested, num_cpus, num_gpus, resources, object_store_memory, dashboard, ray_kwargs,
+            runtime_env,
+        )
+    atexit.register(_current.stop)
+    return _current
+
+
+def _connect(
+    address: str, requested: dict[str, Any], runtime_env: dict[str, Any] | None, ray_kwargs: dict
+) -> Session:
+    import ray
+
+    ignored = [k for k in ("num_cpus", "num_gpus", "resources", "object_store_memory") if requested[k]]
+    if ignored:
+        print(
+            f"labkit: connected to an existing cluster, so {', '.join(ignored)} are ignored: "
+            "the cluster's own resources apply",
+            file=sys.stderr,
+        )
+    if auth_token() and "RAY_AUTH_MODE" not in os.environ:
+        _enable_token_auth()
+    env = dict(runtime_env or {})
+    modules = list(env.get("py_modules", []))
+    if _labkit_dir() not in modules:
+        modules.append(_labkit_dir())
+    env["py_modules"] = modules
+    ctx = ray.init(address=address, runtime_env=env, logging_level="ERROR", **ray_kwargs)
+    url = ctx.dashboard_url
+    return Session(
+        mode="cluster",
+        address=ctx.address_info.get("address", address),
+        requested=requested,
+        dashboard_url=f"http://{url}" if url else None,
+        serve_port=8000,
+        real_gpus=0,
+    )
+
+
+def _start_local(
+    requested: dict[str, Any],
+    num_cpus: int | None,
+    num_gpus: float | None,
+    resources: dict[str, float] | None,
+    object_store_memory: int | None,
+    dashboard: bool,
+    ray_kwargs: dict,
+    runtime_env: dict[str, Any] | None,
+) -> Session:
+    import ray
+
+    from labkit.device import real_gpu_count
+
+    if "RAY_AUTH_MODE" not in os.environ:  # an explicit choice (even "disabled") is respected
+        _enable_token_auth()
+    real = real_gpu_count()
+    gpus: float | None
+    if real:
+        if num_gpus not in (None, real):
+            print(
+                f"labkit: this machine has {real} real GPU(s); using them instead of "
+                f"{num_gpus} logical ones",
+                file=sys.stderr,
+            )
+        gpus = None  # let Ray detect the real ones
+    else:
+        gpus = num_gpus or 0
+    dash_port = free_port() if dashboard else None
+    metrics_port = free_port()
+    kwargs: dict[str, Any] = {
+        "address": "local",
+        "num_cpus": num_cpus if num_cpus is not None else os.cpu_count(),
+        "num_gpus": gpus,
+        "resources": resources,
+        "object_store_memory": object_store_memory,
+        "include_dashboard": dashboard,
+        "dashboard_host": LOCALHOST,
+        "logging_level": "ERROR",
+        "_metrics_export_port": metrics_port,
+        "runtime_env": runtime_env,
+    }
+    if dashboard:
+        kwargs["dashboard_port"] = dash_port
+    kwargs.update(ray_kwargs)
+    ctx = ray.init(**kwargs)
+    node = ray._private.worker._global_node
+    pids = {
+        name: [info.process.pid for info in infos if info.process is not None]
+        for name, infos in node.all_processes.items()
+    }
+    session = Session(
+        mode="local",
+        address=ctx.address_info["address"],
+        requested=requested,
+        dashboard_url=f"http://{ctx.dashboard_url}" if ctx.dashboard_url else None,
+        serve_port=free_port(),
+        metrics_port=metrics_port,
+        session_dir=ctx.address_info.get("session_dir"),
+        real_gpus=real,
+        pids=pids,
+    )
+    procs.remember(pids, session.owner)
+    return session
+
+
+def current() -> Session | None:
+    """The running session, if any."""
+    return _current
+
+
+def stop() -> None:
+    """Stop the running session, if any (Serve first, then Ray)."""
+    if _current is not None:
+        _current.stop()

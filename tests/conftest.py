@@ -1,0 +1,94 @@
+"""Shared test set-up: Ray runs under a temp directory of the suite's own, and a leak check.
+
+``RAY_TMPDIR`` is set to a short ``mkdtemp`` (Unix socket paths must stay under ~107 bytes), and
+every Ray process started by the suite (unit tests and the notebook kernels nbmake starts) runs
+under it or inherits it. When the session ends, any such process still alive is a leak: it is
+listed, stopped by PID, and the run fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE_TMP = tempfile.mkdtemp(prefix="lk-", dir="/tmp")
+os.environ["RAY_TMPDIR"] = SUITE_TMP
+os.environ["LABKIT_STATE_DIR"] = str(Path(SUITE_TMP) / "state")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.pop("RAY_ADDRESS", None)  # the suite starts its own Ray, never joins another
+
+
+def suite_processes() -> list[psutil.Process]:
+    """Processes started under the suite's Ray temp directory (by command line or environment)."""
+    me = os.getpid()
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid == me:
+            continue
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if SUITE_TMP in cmd or proc.environ().get("RAY_TMPDIR") == SUITE_TMP:
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _ray_descendants() -> list[psutil.Process]:
+    """Ray processes among this process's descendants (the suite's own, not kernels or servers)."""
+    out = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if SUITE_TMP in " ".join(proc.cmdline()) or proc.name().startswith("ray::"):
+                out.append(proc)
+        except psutil.Error:
+            continue
+    return out
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    deadline = time.monotonic() + 15
+    left = suite_processes()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = suite_processes()
+    left += [p for p in _ray_descendants() if p not in left]
+    if left:
+        lines = []
+        for proc in left:
+            try:
+                lines.append(f"  pid {proc.pid}: {' '.join(proc.cmdline())[:160]}")
+                proc.kill()
+            except psutil.Error:
+                pass
+        print("\nLEAK CHECK FAILED: Ray processes started by the suite outlived it:\n" + "\n".join(lines))
+        session.exitstatus = 1
+    else:
+        print(f"\nleak check: no Ray process from the suite is alive ({SUITE_TMP})")
+        shutil.rmtree(SUITE_TMP, ignore_errors=True)
+
+
+@pytest.fixture
+def results_dir(tmp_path, monkeypatch):
+    """A fresh RESULTS_DIR for a test."""
+    monkeypatch.setenv("LABKIT_RESULTS_DIR", str(tmp_path / "results"))
+    return tmp_path / "results"
+
+
+@pytest.fixture
+def fresh_params(monkeypatch):
+    """Forget the module-level 'current' parameters and any LABKIT_* environment."""
+    from labkit import params
+
+    monkeypatch.setattr(params, "_current", None)
+    for name in ("SIZE", "DEVICE", "SEED", "RESULTS_DIR"):
+        monkeypatch.delenv(f"LABKIT_{name}", raising=False)
+    return params

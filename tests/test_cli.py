@@ -1,0 +1,113 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from labkit import cli, procs
+
+ROOT = Path(__file__).resolve().parents[1]
+LABKIT = [sys.executable, "-m", "labkit.cli"]
+
+
+def test_parse_parameters():
+    assert cli.parse_parameters(["SIZE=smoke", "SEED=3", "RESULTS_DIR=a=b"]) == {
+        "SIZE": "smoke", "SEED": 3, "RESULTS_DIR": "a=b"}
+    with pytest.raises(SystemExit):
+        cli.parse_parameters(["SIZE"])
+
+
+def test_notebooks_to_run_by_prefix_and_default():
+    every = cli.notebooks_to_run([])
+    assert every and all(p.suffix == ".ipynb" for p in every)
+    assert every == sorted(every)
+    assert cli.notebooks_to_run(["00"])[0].name.startswith("00_")
+    with pytest.raises(SystemExit):
+        cli.notebooks_to_run(["99"])
+
+
+def test_doctor_reports_what_a_helper_needs():
+    report = cli.doctor_report()
+    for key in ("python", "ray", "torch", "cpu cores", "memory", "/dev/shm", "ray auth token",
+                "nvidia-smi gpus", "ports busy on 127.0.0.1"):
+        assert key in report
+    assert report["ray"].startswith("2.60")
+    out = subprocess.run(LABKIT + ["doctor", "--json"], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["ray"].startswith("2.60")
+
+
+def _notebook(path: Path, body: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("SIZE = None\nDEVICE = None\nSEED = None\nRESULTS_DIR = None")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(body)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+GOOD = """import labkit
+p = labkit.setup("00_good", SIZE=SIZE, DEVICE=DEVICE, SEED=SEED, RESULTS_DIR=RESULTS_DIR)
+labkit.record("demo.answer", 42, "x", size=p.size)
+"""
+BAD = "raise RuntimeError('boom')"
+
+
+def test_run_goes_on_past_a_failure_and_summarises(tmp_path):
+    good = _notebook(tmp_path / "00_good.ipynb", GOOD)
+    bad = _notebook(tmp_path / "01_bad.ipynb", BAD)
+    out_dir = tmp_path / "run"
+    proc = subprocess.run(
+        LABKIT + ["run", str(bad), str(good), "-p", "SIZE=smoke", "--out", str(out_dir)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert (out_dir / "00_good.ipynb").is_file() and (out_dir / "01_bad.ipynb").is_file()
+    rec = json.loads((out_dir / "00_good.jsonl").read_text())
+    assert rec["metric"] == "demo.answer" and rec["size"] == "smoke"
+    summary = (out_dir / "summary.md").read_text()
+    assert "| 01_bad | FAILED |" in summary and "| 00_good | ok |" in summary
+    assert "boom" in summary and "demo.answer" in summary
+
+
+def test_run_fails_fast_on_a_bad_parameter(tmp_path):
+    good = _notebook(tmp_path / "00_good.ipynb", GOOD)
+    proc = subprocess.run(
+        LABKIT + ["run", str(good), "-p", "SIZE=huge", "--out", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1
+    assert "ParameterError" in proc.stderr and "smoke, small, full" in proc.stderr
+    assert not (tmp_path / "r" / "00_good.jsonl").exists()
+
+
+def test_clean_removes_cache_and_old_runs_and_stops_recorded_processes(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    (root / "labkit").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    for name in ("20260101-000000", "20260102-000000", "20260103-000000"):
+        (root / "runs" / name).mkdir(parents=True)
+    (root / "data" / "cache").mkdir(parents=True)
+    (root / "data" / "cache" / "x.parquet").write_text("x")
+    monkeypatch.setenv("LABKIT_ROOT", str(root))
+    monkeypatch.delenv("LABKIT_DATA_DIR", raising=False)
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path / "state"))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        procs.remember({"leftover": [sleeper.pid]}, "session:test")
+        assert cli.main(["clean", "--keep-runs", "1"]) == 0
+        assert sleeper.wait(timeout=15) is not None
+    finally:
+        sleeper.kill()
+    assert not (root / "data" / "cache").exists()
+    left = sorted(p.name for p in (root / "runs").iterdir())
+    assert len(left) == 1
+    assert procs.alive() == []
+
+
+def test_lab_command_is_pinned_to_loopback_with_a_token():
+    cmd = cli.lab_command(8899, "secret", open_browser=False)
+    assert "--ip=127.0.0.1" in cmd and "--IdentityProvider.token=secret" in cmd
+    assert "--no-browser" in cmd and not any("0.0.0.0" in c for c in cmd)

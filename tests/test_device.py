@@ -1,0 +1,50 @@
+import pytest
+import torch
+
+from labkit import device
+from labkit.device import DeviceError
+from labkit.params import ParameterError
+
+NO_CUDA = not torch.cuda.is_available()
+
+
+def test_cpu_is_always_cpu():
+    assert device.choose("cpu").type == "cpu"
+    assert "cpu" in device.describe(device.choose("cpu"))
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="this machine has CUDA")
+def test_auto_falls_back_to_cpu_without_cuda():
+    assert device.choose("auto").type == "cpu"
+    assert device.real_gpu_count() == 0
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="this machine has CUDA")
+def test_cuda_without_cuda_fails_clearly():
+    with pytest.raises(DeviceError) as err:
+        device.choose("cuda")
+    msg = str(err.value)
+    assert "DEVICE='cuda'" in msg and "DEVICE=auto" in msg and torch.__version__ in msg
+
+
+@pytest.mark.skipif(NO_CUDA, reason="needs a CUDA GPU")
+def test_cuda_when_present():  # pragma: no cover - runs on GPU boxes only
+    assert device.choose("cuda").type == "cuda"
+    assert device.real_gpu_count() >= 1
+
+
+def test_bad_device_name():
+    with pytest.raises(ParameterError, match="auto, cpu, cuda"):
+        device.choose("gpu")
+
+
+def test_seed_everything_repeats_torch():
+    device.seed_everything(5)
+    a = torch.rand(3)
+    device.seed_everything(5)
+    assert torch.equal(a, torch.rand(3))
+
+
+def test_nvidia_smi_missing_gives_empty(monkeypatch):
+    monkeypatch.setattr(device.shutil, "which", lambda _name: None)
+    assert device.nvidia_smi_gpus() == []

@@ -1,0 +1,68 @@
+"""`make lab`'s server: starts on 127.0.0.1, answers only with the token, and is stopped."""
+
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+
+from labkit.session import free_port
+
+
+def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
+    port = free_port()
+    env = dict(os.environ, LABKIT_LAB_TOKEN="labkit-test-token", JUPYTER_CONFIG_DIR=str(tmp_path),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "labkit.cli", "lab", "--no-browser", "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        status = None
+        while time.monotonic() < deadline:
+            try:
+                req = urllib.request.Request(base + "/api/status",
+                                             headers={"Authorization": "token labkit-test-token"})
+                status = urllib.request.urlopen(req, timeout=5).status
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None, proc.stdout.read()
+                time.sleep(0.5)
+        assert status == 200
+        try:
+            urllib.request.urlopen(base + "/api/status", timeout=5)
+            raise AssertionError("the server answered without a token")
+        except urllib.error.HTTPError as err:
+            assert err.code == 403
+        server = [p for p in psutil.Process(proc.pid).children(recursive=True)] + [
+            psutil.Process(proc.pid)]
+        listening = {
+            c.laddr.ip
+            for p in server
+            for c in p.net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+        }
+        assert listening == {"127.0.0.1"}
+    finally:
+        try:
+            children = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            children = []
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        for child in children:
+            try:
+                child.terminate()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(children, timeout=10)
+    assert proc.poll() is not None
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in children)

@@ -1,0 +1,76 @@
+import json
+import math
+
+import pytest
+
+from labkit import measure
+from labkit.measure import Timing, compare, read_records, record, speedup, timeit
+
+
+def test_timeit_warms_up_then_repeats():
+    calls = []
+    t = timeit(lambda: calls.append(1), repeats=4, warmup=2, label="noop")
+    assert len(calls) == 6
+    assert len(t.runs) == 4 and t.warmup == 2 and t.label == "noop"
+    assert t.min <= t.median <= t.max
+    assert "noop" in str(t)
+
+
+@pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"warmup": -1}])
+def test_timeit_rejects_bad_counts(kwargs):
+    with pytest.raises(ValueError):
+        timeit(lambda: None, **kwargs)
+
+
+def test_speedup_and_compare_are_ratios_of_medians():
+    base = Timing("serial", (2.0, 2.0, 2.0), 1)
+    fast = Timing("ray", (0.5, 0.5, 0.6), 1)
+    assert speedup(base, fast) == pytest.approx(4.0)
+    assert compare(base, fast) == {"serial": 1.0, "ray": pytest.approx(4.0)}
+    assert fast.rate(100) == pytest.approx(200.0)
+    with pytest.raises(ValueError):
+        speedup(base, Timing("zero", (0.0,), 0))
+
+
+def test_record_appends_json_lines_with_context(fresh_params, results_dir):
+    from labkit.params import setup
+
+    setup("00_welcome_and_setup", SIZE="smoke")
+    rec = record("welcome.tasks_per_s", 123.4, "tasks/s", n_tasks=10, timing=Timing("t", (1.0,), 0))
+    record("welcome.ratio", 2, "x")
+    path = results_dir / "00_welcome_and_setup.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["metric"] for r in lines] == ["welcome.tasks_per_s", "welcome.ratio"]
+    first = lines[0]
+    assert first == rec
+    assert first["size"] == "smoke" and first["unit"] == "tasks/s"
+    assert first["context"]["n_tasks"] == 10
+    assert first["context"]["timing"]["median"] == 1.0
+    assert first["machine"]["ray"] and first["machine"]["cpus"] >= 1
+    assert read_records(results_dir) == lines
+    assert measure.records_path() == path
+
+
+@pytest.mark.parametrize(
+    "metric, value, unit",
+    [
+        ("tasks_per_s", 1.0, "x"),
+        ("Tasks.x", 1.0, "x"),
+        ("tasks.x", math.nan, "x"),
+        ("tasks.x", "fast", "x"),
+        ("tasks.x", True, "x"),
+        ("tasks.x", 1.0, ""),
+    ],
+)
+def test_record_rejects_bad_input(fresh_params, results_dir, metric, value, unit):
+    from labkit.params import setup
+
+    setup("00_welcome_and_setup")
+    with pytest.raises(ValueError):
+        record(metric, value, unit)
+    assert not results_dir.exists()
+
+
+def test_record_needs_setup(fresh_params):
+    with pytest.raises(RuntimeError):
+        record("a.b", 1.0, "x")

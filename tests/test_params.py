@@ -1,0 +1,114 @@
+from pathlib import Path
+
+import pytest
+
+from labkit import params
+from labkit.params import ParameterError, setup
+
+SCALE = {"smoke": {"n": 1}, "small": {"n": 10}, "full": {"n": 100}}
+
+
+def test_defaults_are_what_a_learner_wants(fresh_params):
+    p = setup("00_welcome_and_setup")
+    assert (p.size, p.device, p.seed) == ("small", "auto", 0)
+    assert p.results_dir == params.repo_root() / "runs" / "latest"
+    assert p.sources["SIZE"] == "default"
+
+
+def test_environment_fills_values_left_none(fresh_params, monkeypatch):
+    monkeypatch.setenv("LABKIT_SIZE", "smoke")
+    monkeypatch.setenv("LABKIT_DEVICE", "CPU")
+    monkeypatch.setenv("LABKIT_SEED", "7")
+    p = setup("01_remote_tasks", scale=SCALE)
+    assert (p.size, p.device, p.seed) == ("smoke", "cpu", 7)
+    assert p["n"] == 1
+    assert p.is_smoke
+    assert p.sources["SIZE"] == "$LABKIT_SIZE"
+
+
+def test_notebook_value_beats_environment(fresh_params, monkeypatch):
+    monkeypatch.setenv("LABKIT_SIZE", "smoke")
+    p = setup("01_remote_tasks", SIZE="full", scale=SCALE)
+    assert p.size == "full" and p["n"] == 100
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"SIZE": "huge"}, ["SIZE='huge'", "smoke, small, full"]),
+        ({"DEVICE": "tpu"}, ["DEVICE='tpu'", "auto, cpu, cuda"]),
+        ({"SEED": "abc"}, ["SEED='abc'", "integer"]),
+        ({"SEED": -1}, ["SEED=-1"]),
+        ({"SEED": True}, ["SEED=True"]),
+        ({"RESULTS_DIR": " "}, ["RESULTS_DIR"]),
+    ],
+)
+def test_bad_values_fail_with_the_valid_ones_named(fresh_params, kwargs, words):
+    with pytest.raises(ParameterError) as err:
+        setup("00_welcome_and_setup", **kwargs)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_bad_environment_value_names_its_source(fresh_params, monkeypatch):
+    monkeypatch.setenv("LABKIT_SIZE", "medium")
+    with pytest.raises(ParameterError, match=r"LABKIT_SIZE.*smoke, small, full"):
+        setup("00_welcome_and_setup")
+
+
+@pytest.mark.parametrize("name", ["welcome", "0_x", "00-welcome", "00_Welcome", None])
+def test_notebook_name_must_match_its_file(fresh_params, name):
+    with pytest.raises(ParameterError, match="notebook name"):
+        setup(name)
+
+
+@pytest.mark.parametrize(
+    "scale",
+    [
+        {"smoke": {"n": 1}, "small": {"n": 2}},
+        {"smoke": {"n": 1}, "small": {"n": 2}, "full": {"n": 3}, "huge": {"n": 4}},
+        {"smoke": {"n": 1}, "small": {"m": 2}, "full": {"n": 3}},
+    ],
+)
+def test_scale_must_cover_every_size_with_the_same_keys(fresh_params, scale):
+    with pytest.raises(ParameterError):
+        setup("00_welcome_and_setup", scale=scale)
+
+
+def test_unknown_scale_key_is_a_clear_key_error(fresh_params):
+    p = setup("00_welcome_and_setup", scale=SCALE)
+    with pytest.raises(KeyError, match="defines: n"):
+        p["tasks"]
+
+
+def test_paths_resolve_from_repo_root_not_cwd(fresh_params, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = setup("00_welcome_and_setup", RESULTS_DIR="runs/x")
+    assert p.results_dir == Path(__file__).resolve().parents[1] / "runs" / "x"
+    assert params.resolve_path(tmp_path) == tmp_path
+
+
+def test_current_needs_setup_first(fresh_params):
+    with pytest.raises(RuntimeError, match="labkit.setup"):
+        params.current()
+    p = setup("00_welcome_and_setup")
+    assert params.current() is p
+    assert "SIZE" in p.describe()
+
+
+def test_setup_seeds_numpy(fresh_params):
+    import numpy as np
+
+    setup("00_welcome_and_setup", SEED=3)
+    a = np.random.rand(3)
+    setup("00_welcome_and_setup", SEED=3)
+    assert (np.random.rand(3) == a).all()
+
+
+def test_params_imports_no_ray():
+    import subprocess
+    import sys
+
+    code = "import sys, labkit; labkit.setup('00_x'); print('ray' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"

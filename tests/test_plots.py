@@ -1,0 +1,53 @@
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from labkit import plots  # noqa: E402
+from labkit.params import setup  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def test_bar_marks_the_baseline():
+    ax = plots.bar({"serial": 1.0, "ray": 3.0}, title="Speed-up", ylabel="x", baseline="serial")
+    assert ax.get_title() == "Speed-up" and ax.get_ylabel() == "x"
+    assert len(ax.patches) == 2
+    assert ax.patches[0].get_facecolor() != ax.patches[1].get_facecolor()
+
+
+def test_curves_and_gantt():
+    ax = plots.curves([1, 2, 3], {"a": [1, 2, 3], "b": [3, 2, 1]}, title="t", xlabel="ms",
+                      ylabel="x", logx=True, hline=1.0)
+    assert ax.get_xscale() == "log" and len(ax.get_lines()) == 3
+    ax = plots.gantt([("node1", 0.0, 1.0, "train"), ("node2", 0.5, 2.0, "infer")], title="g")
+    assert len(ax.patches) >= 2 and ax.get_xlabel().startswith("time")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: plots.bar({"a": 1.0}, title="", ylabel="x"),
+        lambda: plots.bar({}, title="t", ylabel="x"),
+        lambda: plots.curves([1, 2], {"a": [1]}, title="t", xlabel="s", ylabel="x"),
+        lambda: plots.curves([1], {"a": [1]}, title="t", xlabel="", ylabel="x"),
+        lambda: plots.gantt([], title="t"),
+        lambda: plots.gantt([("n", 2.0, 1.0, "k")], title="t"),
+    ],
+)
+def test_bad_input(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_save_writes_png_next_to_records(fresh_params, results_dir):
+    setup("00_welcome_and_setup")
+    path = plots.save(plots.bar({"a": 1.0}, title="t", ylabel="x"), "demo")
+    assert path == results_dir / "00_welcome_and_setup-demo.png"
+    assert path.read_bytes()[:4] == b"\x89PNG"

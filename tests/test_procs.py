@@ -1,0 +1,62 @@
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from labkit import procs
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path))
+    return tmp_path / "pids.json"
+
+
+def _sleeper():
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def test_remember_alive_stop(registry):
+    proc = _sleeper()
+    try:
+        procs.remember({"sleeper": [proc.pid]}, "test:a")
+        assert registry.is_file()
+        assert [e["pid"] for e in procs.alive("test:a")] == [proc.pid]
+        stopped = procs.stop("test:a")
+        assert [e["pid"] for e in stopped] == [proc.pid]
+        assert proc.wait(timeout=10) is not None
+        assert procs.alive() == []
+    finally:
+        proc.kill()
+
+
+def test_a_reused_pid_is_never_killed(registry):
+    proc = _sleeper()
+    try:
+        procs.remember({"sleeper": [proc.pid]}, "test:b")
+        entries = procs._load()
+        entries[0]["create_time"] -= 1000  # as if the PID now belonged to another process
+        procs._save(entries)
+        assert procs.alive() == []
+        procs.stop()
+        assert psutil.pid_exists(proc.pid) and proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_forget_and_wait_gone(registry):
+    proc = _sleeper()
+    procs.remember({"sleeper": [proc.pid]}, "test:c")
+    procs.forget("test:c")
+    assert procs.alive() == []
+    assert procs.wait_gone([proc.pid], timeout=0.2) == [proc.pid]
+    proc.kill()
+    proc.wait()
+    assert procs.wait_gone([proc.pid], timeout=2) == []
+
+
+def test_corrupt_registry_is_treated_as_empty(registry):
+    registry.write_text("{not json")
+    assert procs.alive() == []

@@ -1,0 +1,152 @@
+"""Sessions against real Ray: a local instance, and joining an existing cluster via RAY_ADDRESS."""
+
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from labkit import procs, session
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def local():
+    s = session.start(num_cpus=2, num_gpus=2, resources={"FPGA": 4})
+    yield s
+    s.stop()
+
+
+def test_local_session_has_logical_gpus_and_custom_resources(local):
+    import ray
+
+    assert local.mode == "local" and ray.is_initialized()
+    res = local.resources
+    assert res["CPU"] == 2 and res["GPU"] == 2 and res["FPGA"] == 4
+    assert local.gpus_are_logical
+    text = local.describe()
+    assert "logical" in text and local.dashboard_url in text and "FPGA" in text
+
+
+def test_start_is_idempotent(local):
+    assert session.start(num_cpus=2, num_gpus=2, resources={"FPGA": 4}) is local
+    assert session.current() is local
+
+
+def test_tasks_run_and_pids_are_recorded(local):
+    import ray
+
+    @ray.remote
+    def square(x):
+        return x * x
+
+    assert ray.get([square.remote(i) for i in range(5)]) == [0, 1, 4, 9, 16]
+    recorded = {e["pid"] for e in procs.alive(local.owner)}
+    assert set(local.pids["raylet"]) <= recorded and set(local.pids["gcs_server"]) <= recorded
+
+
+def test_dashboard_is_on_loopback_and_needs_the_token(local):
+    assert local.dashboard_url.startswith("http://127.0.0.1:")
+    assert local.dashboard_get("/api/version")["ray_version"].startswith("2.60")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(local.dashboard_url + "/api/version", timeout=10)
+    assert err.value.code == 401
+    port = int(local.dashboard_url.rsplit(":", 1)[1])
+    listeners = [
+        c.laddr.ip
+        for pid in local.pids["dashboard"]
+        for c in psutil.Process(pid).net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    ]
+    assert listeners == ["127.0.0.1"]
+
+
+def test_ports_are_free_and_distinct(local):
+    ports = {local.serve_port, local.metrics_port, int(local.dashboard_url.rsplit(":", 1)[1])}
+    assert len(ports) == 3
+    assert local.serve_http_options() == {"host": "127.0.0.1", "port": local.serve_port}
+
+
+def test_stop_tears_down_serve_then_ray_and_leaves_nothing():
+    import ray
+    from ray import serve
+
+    s = session.start(num_cpus=2)  # different settings: the module session restarts
+    assert s.mode == "local"
+
+    @serve.deployment(ray_actor_options={"num_cpus": 0.1})
+    def hello(request):
+        return "hi"
+
+    s.start_serve()
+    serve.run(hello.bind(), name="hello", route_prefix="/hello")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{s.serve_port}/hello", timeout=30).read()
+    assert body == b"hi"
+    pids = [p for plist in s.pids.values() for p in plist]
+    s.stop()
+    s.stop()  # twice is fine
+    assert not ray.is_initialized()
+    assert procs.wait_gone(pids, timeout=15) == []
+    assert procs.alive(s.owner) == []
+    assert session.current() is None
+
+
+def test_joining_an_existing_cluster_ships_labkit(tmp_path):
+    """RAY_ADDRESS set: connect with token auth, no resource args, labkit importable on workers."""
+    gcs_port, dash_port = session.free_port(), session.free_port()
+    env = dict(os.environ, RAY_AUTH_MODE="token")
+    head = subprocess.Popen(
+        [
+            os.path.join(os.path.dirname(sys.executable), "ray"), "start", "--head", "--block",
+            f"--port={gcs_port}", "--num-cpus=1", "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash_port}", "--disable-usage-stats",
+        ],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+    )
+    try:
+        code = (
+            "import ray, labkit\n"
+            "s = labkit.start_session(num_cpus=4, num_gpus=2)\n"
+            "assert s.mode == 'cluster', s.mode\n"
+            "@ray.remote\n"
+            "def where():\n"
+            "    import labkit\n"
+            "    return labkit.__file__\n"
+            "print('REMOTE', ray.get(where.remote()))\n"
+            "print('CPUS', ray.cluster_resources()['CPU'])\n"
+            "s.stop()\n"
+        )
+        client_env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+        client_env["RAY_ADDRESS"] = f"127.0.0.1:{gcs_port}"
+        out = None
+        for _attempt in range(3):  # the head may still be starting
+            out = subprocess.run([sys.executable, "-c", code], env=client_env, capture_output=True,
+                                 text=True, timeout=180, cwd=tmp_path)
+            if out.returncode == 0:
+                break
+            time.sleep(5)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "CPUS 1.0" in out.stdout  # the cluster's resources, not the requested 4
+        remote_path = out.stdout.split("REMOTE ", 1)[1].splitlines()[0]
+        assert "runtime_resources" in remote_path  # shipped by runtime_env, not the repo copy
+        assert "ignored" in out.stderr
+    finally:
+        children = psutil.Process(head.pid).children(recursive=True)
+        head.terminate()
+        try:
+            head.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            head.kill()
+        for child in children:
+            try:
+                child.terminate()
+            except psutil.Error:
+                pass
+        _gone, alive = psutil.wait_procs(children, timeout=15)
+        for child in alive:
+            child.kill()
