@@ -138,7 +138,10 @@ def write_summary(run_dir: Path, outcomes: list[dict[str, Any]]) -> Path:
     records = read_records(run_dir) if any(run_dir.glob("*.jsonl")) else []
     lines += ["", "## Metrics", ""]
     if records:
-        lines += ["| notebook | metric | value | unit | size | device |", "|---|---|---|---|---|---|"]
+        lines += [
+            "| notebook | metric | value | unit | size | device |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in records:
             lines.append(
                 f"| {r['notebook']} | {r['metric']} | {r['value']:.4g} | {r['unit']} | "
@@ -186,7 +189,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 traceback.print_exc()
         outcome["seconds"] = time.monotonic() - start
         outcomes.append(outcome)
-        print(f"labkit run: {nb.name} {outcome['status']} in {outcome['seconds']:.1f} s", flush=True)
+        print(
+            f"labkit run: {nb.name} {outcome['status']} in {outcome['seconds']:.1f} s", flush=True
+        )
     summary = write_summary(run_dir, outcomes)
     latest = run_dir.parent / "latest-run"
     if run_dir.parent == params.repo_root() / "runs":
@@ -274,15 +279,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="execute notebooks headless with papermill into runs/<time>/")
     p.add_argument("notebooks", nargs="*", help="paths or prefixes like 00 (default: all)")
-    p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
-                   help="notebook parameter, e.g. -p SIZE=smoke (repeatable)")
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="notebook parameter, e.g. -p SIZE=smoke (repeatable)",
+    )
     p.add_argument("--out", help="output folder (default runs/<timestamp>)")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     p.add_argument("--cell-timeout", type=int, default=1800, help="seconds per cell")
     p.add_argument("-v", "--verbose", action="store_true", help="stream cell output")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("clean", help="remove the data cache and old runs; stop leftover kit processes")
+    p = sub.add_parser(
+        "clean", help="remove the data cache and old runs; stop leftover kit processes"
+    )
     p.add_argument("--keep-runs", type=int, default=1, help="newest runs to keep (default 1)")
     p.add_argument("--keep-data", action="store_true", help="keep the data cache")
     p.set_defaults(func=cmd_clean)

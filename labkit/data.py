@@ -67,7 +67,8 @@ def images(
     angle = np.pi * np.arange(n_classes) / n_classes
     freq = 2 * np.pi * (1 + np.arange(n_classes) % 4) / size
     patterns = np.sin(
-        freq[:, None, None] * (np.cos(angle)[:, None, None] * xx + np.sin(angle)[:, None, None] * yy)
+        freq[:, None, None]
+        * (np.cos(angle)[:, None, None] * xx + np.sin(angle)[:, None, None] * yy)
     ).astype(np.float32)
     x = patterns[y][:, None, :, :].repeat(channels, axis=1)
     x += rng.normal(0.0, 0.5, size=x.shape).astype(np.float32)
@@ -159,7 +160,9 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], refresh: bool 
     return path
 
 
-def classification_parquet(size: str, seed: int = 0, n_features: int = 32, n_classes: int = 4) -> Path:
+def classification_parquet(
+    size: str, seed: int = 0, n_features: int = 32, n_classes: int = 4
+) -> Path:
     """The classification set for a SIZE, cached as parquet (columns ``x`` and ``y``)."""
     n = rows_for(size)
 

@@ -54,7 +54,9 @@ def choose(device: str = "auto"):
         return torch.device("cuda")
     if name == "auto":
         return torch.device("cpu")
-    build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+    build = (
+        "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+    )
     hint = (
         f"nvidia-smi sees {', '.join(nvidia_smi_gpus())}, so the torch wheel is the problem"
         if nvidia_smi_gpus()

@@ -9,7 +9,9 @@ from torch import nn
 class MLP(nn.Module):
     """A plain multi-layer perceptron for tabular features (e.g. digits' 64 pixels)."""
 
-    def __init__(self, in_features: int = 64, hidden: int = 128, n_classes: int = 10, depth: int = 2):
+    def __init__(
+        self, in_features: int = 64, hidden: int = 128, n_classes: int = 10, depth: int = 2
+    ):
         super().__init__()
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")

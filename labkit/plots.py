@@ -37,16 +37,24 @@ def _need(title: str, ylabel: str) -> None:
         raise ValueError("every chart needs a title and a y label with its unit")
 
 
-def bar(values: Mapping[str, float], *, title: str, ylabel: str, baseline: str | None = None,
-        annotate: str = "{:.3g}", ax=None):
+def bar(
+    values: Mapping[str, float],
+    *,
+    title: str,
+    ylabel: str,
+    baseline: str | None = None,
+    annotate: str = "{:.3g}",
+    ax=None,
+):
     """Bars for a few labelled values; the baseline bar (if named) is drawn grey."""
     _need(title, ylabel)
     if not values:
         raise ValueError("nothing to plot")
     ax = _axes(ax)
     labels = list(values)
-    colors = [BASELINE_COLOR if k == baseline else COLORS[i % len(COLORS)]
-              for i, k in enumerate(labels)]
+    colors = [
+        BASELINE_COLOR if k == baseline else COLORS[i % len(COLORS)] for i, k in enumerate(labels)
+    ]
     bars = ax.bar(labels, [values[k] for k in labels], color=colors)
     if annotate:
         ax.bar_label(bars, labels=[annotate.format(values[k]) for k in labels], padding=2)
@@ -55,8 +63,18 @@ def bar(values: Mapping[str, float], *, title: str, ylabel: str, baseline: str |
     return ax
 
 
-def curves(x: Sequence[float], series: Mapping[str, Sequence[float]], *, title: str, xlabel: str,
-           ylabel: str, logx: bool = False, logy: bool = False, hline: float | None = None, ax=None):
+def curves(
+    x: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    logy: bool = False,
+    hline: float | None = None,
+    ax=None,
+):
     """One line per series over a shared x; ``hline`` draws a reference level (e.g. 1.0x)."""
     _need(title, ylabel)
     if not xlabel:
@@ -80,8 +98,13 @@ def curves(x: Sequence[float], series: Mapping[str, Sequence[float]], *, title: 
     return ax
 
 
-def gantt(spans: Sequence[tuple[str, float, float, str]], *, title: str,
-          xlabel: str = "time since start (s)", ax=None):
+def gantt(
+    spans: Sequence[tuple[str, float, float, str]],
+    *,
+    title: str,
+    xlabel: str = "time since start (s)",
+    ax=None,
+):
     """Horizontal bars ``(lane, start, end, kind)``: one row per lane, one colour per kind."""
     if not spans:
         raise ValueError("nothing to plot")
@@ -92,10 +115,19 @@ def gantt(spans: Sequence[tuple[str, float, float, str]], *, title: str,
     for lane, start, end, kind in spans:
         if end < start:
             raise ValueError(f"span on {lane!r} ends before it starts")
-        ax.barh(lanes.index(lane), end - start, left=start - t0, height=0.8,
-                color=COLORS[kinds.index(kind) % len(COLORS)], edgecolor="white", linewidth=0.3)
+        ax.barh(
+            lanes.index(lane),
+            end - start,
+            left=start - t0,
+            height=0.8,
+            color=COLORS[kinds.index(kind) % len(COLORS)],
+            edgecolor="white",
+            linewidth=0.3,
+        )
     ax.set_yticks(range(len(lanes)), lanes)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[i % len(COLORS)]) for i in range(len(kinds))]
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color=COLORS[i % len(COLORS)]) for i in range(len(kinds))
+    ]
     ax.legend(handles, kinds, loc="upper right", fontsize=8)
     ax.set_title(title)
     ax.set_xlabel(xlabel)

@@ -260,7 +260,13 @@ def start(
         _current = _connect(address, requested, runtime_env, ray_kwargs)
     else:
         _current = _start_local(
-            requested, num_cpus, num_gpus, resources, object_store_memory, dashboard, ray_kwargs,
+            requested,
+            num_cpus,
+            num_gpus,
+            resources,
+            object_store_memory,
+            dashboard,
+            ray_kwargs,
             runtime_env,
         )
     atexit.register(_current.stop)
@@ -272,7 +278,9 @@ def _connect(
 ) -> Session:
     import ray
 
-    ignored = [k for k in ("num_cpus", "num_gpus", "resources", "object_store_memory") if requested[k]]
+    ignored = [
+        k for k in ("num_cpus", "num_gpus", "resources", "object_store_memory") if requested[k]
+    ]
     if ignored:
         print(
             f"labkit: connected to an existing cluster, so {', '.join(ignored)} are ignored: "

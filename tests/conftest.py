@@ -69,7 +69,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 proc.kill()
             except psutil.Error:
                 pass
-        print("\nLEAK CHECK FAILED: Ray processes started by the suite outlived it:\n" + "\n".join(lines))
+        print(
+            "\nLEAK CHECK FAILED: Ray processes started by the suite outlived it:\n"
+            + "\n".join(lines)
+        )
         session.exitstatus = 1
     else:
         print(f"\nleak check: no Ray process from the suite is alive ({SUITE_TMP})")

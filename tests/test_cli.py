@@ -14,7 +14,10 @@ LABKIT = [sys.executable, "-m", "labkit.cli"]
 
 def test_parse_parameters():
     assert cli.parse_parameters(["SIZE=smoke", "SEED=3", "RESULTS_DIR=a=b"]) == {
-        "SIZE": "smoke", "SEED": 3, "RESULTS_DIR": "a=b"}
+        "SIZE": "smoke",
+        "SEED": 3,
+        "RESULTS_DIR": "a=b",
+    }
     with pytest.raises(SystemExit):
         cli.parse_parameters(["SIZE"])
 
@@ -30,8 +33,17 @@ def test_notebooks_to_run_by_prefix_and_default():
 
 def test_doctor_reports_what_a_helper_needs():
     report = cli.doctor_report()
-    for key in ("python", "ray", "torch", "cpu cores", "memory", "/dev/shm", "ray auth token",
-                "nvidia-smi gpus", "ports busy on 127.0.0.1"):
+    for key in (
+        "python",
+        "ray",
+        "torch",
+        "cpu cores",
+        "memory",
+        "/dev/shm",
+        "ray auth token",
+        "nvidia-smi gpus",
+        "ports busy on 127.0.0.1",
+    ):
         assert key in report
     assert report["ray"].startswith("2.60")
     out = subprocess.run(LABKIT + ["doctor", "--json"], capture_output=True, text=True, check=True)
@@ -40,10 +52,16 @@ def test_doctor_reports_what_a_helper_needs():
 
 def _notebook(path: Path, body: str) -> Path:
     nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell("SIZE = None\nDEVICE = None\nSEED = None\nRESULTS_DIR = None")
+    params = nbformat.v4.new_code_cell(
+        "SIZE = None\nDEVICE = None\nSEED = None\nRESULTS_DIR = None"
+    )
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(body)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, path)
     return path
 
@@ -61,7 +79,9 @@ def test_run_goes_on_past_a_failure_and_summarises(tmp_path):
     out_dir = tmp_path / "run"
     proc = subprocess.run(
         LABKIT + ["run", str(bad), str(good), "-p", "SIZE=smoke", "--out", str(out_dir)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 1, proc.stderr
     assert (out_dir / "00_good.ipynb").is_file() and (out_dir / "01_bad.ipynb").is_file()
@@ -76,7 +96,9 @@ def test_run_fails_fast_on_a_bad_parameter(tmp_path):
     good = _notebook(tmp_path / "00_good.ipynb", GOOD)
     proc = subprocess.run(
         LABKIT + ["run", str(good), "-p", "SIZE=huge", "--out", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 1
     assert "ParameterError" in proc.stderr and "smoke, small, full" in proc.stderr

@@ -14,11 +14,18 @@ from labkit.session import free_port
 
 def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
     port = free_port()
-    env = dict(os.environ, LABKIT_LAB_TOKEN="labkit-test-token", JUPYTER_CONFIG_DIR=str(tmp_path),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"))
+    env = dict(
+        os.environ,
+        LABKIT_LAB_TOKEN="labkit-test-token",
+        JUPYTER_CONFIG_DIR=str(tmp_path),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"),
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "labkit.cli", "lab", "--no-browser", "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -26,8 +33,9 @@ def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
         status = None
         while time.monotonic() < deadline:
             try:
-                req = urllib.request.Request(base + "/api/status",
-                                             headers={"Authorization": "token labkit-test-token"})
+                req = urllib.request.Request(
+                    base + "/api/status", headers={"Authorization": "token labkit-test-token"}
+                )
                 status = urllib.request.urlopen(req, timeout=5).status
                 break
             except (urllib.error.URLError, ConnectionError):
@@ -40,7 +48,8 @@ def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
         except urllib.error.HTTPError as err:
             assert err.code == 403
         server = [p for p in psutil.Process(proc.pid).children(recursive=True)] + [
-            psutil.Process(proc.pid)]
+            psutil.Process(proc.pid)
+        ]
         listening = {
             c.laddr.ip
             for p in server

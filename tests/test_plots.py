@@ -23,8 +23,15 @@ def test_bar_marks_the_baseline():
 
 
 def test_curves_and_gantt():
-    ax = plots.curves([1, 2, 3], {"a": [1, 2, 3], "b": [3, 2, 1]}, title="t", xlabel="ms",
-                      ylabel="x", logx=True, hline=1.0)
+    ax = plots.curves(
+        [1, 2, 3],
+        {"a": [1, 2, 3], "b": [3, 2, 1]},
+        title="t",
+        xlabel="ms",
+        ylabel="x",
+        logx=True,
+        hline=1.0,
+    )
     assert ax.get_xscale() == "log" and len(ax.get_lines()) == 3
     ax = plots.gantt([("node1", 0.0, 1.0, "train"), ("node2", 0.5, 2.0, "infer")], title="g")
     assert len(ax.patches) >= 2 and ax.get_xlabel().startswith("time")

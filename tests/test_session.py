@@ -102,11 +102,20 @@ def test_joining_an_existing_cluster_ships_labkit(tmp_path):
     env = dict(os.environ, RAY_AUTH_MODE="token")
     head = subprocess.Popen(
         [
-            os.path.join(os.path.dirname(sys.executable), "ray"), "start", "--head", "--block",
-            f"--port={gcs_port}", "--num-cpus=1", "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dash_port}", "--disable-usage-stats",
+            os.path.join(os.path.dirname(sys.executable), "ray"),
+            "start",
+            "--head",
+            "--block",
+            f"--port={gcs_port}",
+            "--num-cpus=1",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash_port}",
+            "--disable-usage-stats",
         ],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
     )
     try:
         code = (
@@ -125,8 +134,14 @@ def test_joining_an_existing_cluster_ships_labkit(tmp_path):
         client_env["RAY_ADDRESS"] = f"127.0.0.1:{gcs_port}"
         out = None
         for _attempt in range(3):  # the head may still be starting
-            out = subprocess.run([sys.executable, "-c", code], env=client_env, capture_output=True,
-                                 text=True, timeout=180, cwd=tmp_path)
+            out = subprocess.run(
+                [sys.executable, "-c", code],
+                env=client_env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                cwd=tmp_path,
+            )
             if out.returncode == 0:
                 break
             time.sleep(5)

@@ -1,0 +1,46 @@
+# Ray LabKit. `make lab` and `make test` are the whole set-up on a fresh machine.
+#   make test NB=01         unit tests + just notebook 01
+#   make run NB=00 P="SIZE=smoke SEED=1"   papermill runs into runs/<time>/
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+NB     ?=
+P      ?=
+NOTEBOOKS := $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
+# A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
+CELL_TIMEOUT ?= 600
+
+.PHONY: install lab test run lint strip clean doctor
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Ray LabKit needs Python >= 3.11"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lab: install
+	$(VENV)/bin/labkit lab
+
+test: install
+	@test -n "$(NOTEBOOKS)" || { echo "no notebook matches NB=$(NB)"; exit 2; }
+	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
+	  $(PY) -m pytest tests --nbmake $(NOTEBOOKS) --nbmake-timeout=$(CELL_TIMEOUT) \
+	  --durations=0 --durations-min=1.0
+
+run: install
+	$(VENV)/bin/labkit run $(NB) $(foreach kv,$(P),-p $(kv))
+
+lint: install
+	$(VENV)/bin/ruff check labkit tests notebooks
+
+strip: install
+	$(VENV)/bin/nbstripout --extra-keys "metadata.widgets cell.metadata.execution" notebooks/*.ipynb
+
+doctor: install
+	$(VENV)/bin/labkit doctor
+
+clean: install
+	$(VENV)/bin/labkit clean
