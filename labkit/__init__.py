@@ -25,7 +25,7 @@ __all__ = [
     "timeit",
 ]
 
-_LAZY_MODULES = {"cli", "data", "device", "models", "plots", "procs", "session"}
+_LAZY_MODULES = {"cli", "data", "device", "models", "plots", "procs", "session", "workloads"}
 
 
 def start_session(*args: Any, **kwargs: Any):
