@@ -89,11 +89,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _parse_value(text: str) -> Any:
-    """``-p`` values: ints stay ints, everything else is a string (as papermill's -p does)."""
-    try:
-        return int(text)
-    except ValueError:
-        return text
+    """``-p`` values: true/false become booleans, numbers stay numbers, the rest are strings."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def parse_parameters(items: list[str]) -> dict[str, Any]:

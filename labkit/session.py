@@ -372,6 +372,28 @@ def _start_local(
     return session
 
 
+def store_stats() -> dict[str, int]:
+    """Object store totals over all nodes: bytes used, objects, bytes spilled and restored.
+
+    The same figures ``ray memory --stats-only`` prints, read from the raylets (no dashboard
+    needed).
+    """
+    import ray
+    from ray._private import internal_api
+
+    state = internal_api.get_state_from_address(ray.get_runtime_context().gcs_address)
+    stats = internal_api.get_memory_info_reply(state).store_stats
+    return {
+        "used_bytes": int(stats.object_store_bytes_used),
+        "available_bytes": int(stats.object_store_bytes_avail),
+        "objects": int(stats.num_local_objects),
+        "spilled_bytes": int(stats.spilled_bytes_total),
+        "spilled_objects": int(stats.spilled_objects_total),
+        "restored_bytes": int(stats.restored_bytes_total),
+        "fallback_bytes": int(stats.object_store_bytes_fallback),
+    }
+
+
 def current() -> Session | None:
     """The running session, if any."""
     return _current

@@ -47,14 +47,18 @@ def test_notebook_is_stripped_and_follows_the_contract(path):
 def test_ruff_is_clean():
     out = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "labkit", "tests", "notebooks"],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 def _names(reqs):
-    return {re.split(r"[\s\[<>=!~;]", r.strip(), maxsplit=1)[0].lower(): r.replace(" ", "")
-            for r in reqs}
+    return {
+        re.split(r"[\s\[<>=!~;]", r.strip(), maxsplit=1)[0].lower(): r.replace(" ", "")
+        for r in reqs
+    }
 
 
 def test_environment_yml_names_the_same_dependencies_as_pyproject():

@@ -66,6 +66,18 @@ def test_dashboard_is_on_loopback_and_needs_the_token(local):
     assert listeners == ["127.0.0.1"]
 
 
+def test_store_stats_see_a_put(local):
+    import numpy as np
+    import ray
+
+    before = session.store_stats()
+    ref = ray.put(np.zeros(2**20))  # 8 MiB
+    after = session.store_stats()
+    assert after["used_bytes"] >= before["used_bytes"] + 8 * 2**20
+    assert after["objects"] >= 1 and after["spilled_bytes"] == 0
+    del ref
+
+
 def test_ports_are_free_and_distinct(local):
     ports = {local.serve_port, local.metrics_port, int(local.dashboard_url.rsplit(":", 1)[1])}
     assert len(ports) == 3
