@@ -25,7 +25,17 @@ __all__ = [
     "timeit",
 ]
 
-_LAZY_MODULES = {"cli", "data", "device", "models", "plots", "procs", "session", "workloads"}
+_LAZY_MODULES = {
+    "cli",
+    "data",
+    "device",
+    "loaders",
+    "models",
+    "plots",
+    "procs",
+    "session",
+    "workloads",
+}
 
 
 def start_session(*args: Any, **kwargs: Any):

@@ -40,15 +40,19 @@ def _check(n: int, name: str = "n") -> None:
 
 
 def classification(
-    n: int, n_features: int = 32, n_classes: int = 4, seed: int = 0
+    n: int, n_features: int = 32, n_classes: int = 4, seed: int = 0, separation: float = 0.35
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Gaussian clusters, one per class: features float32 (n, n_features), labels int64 (n,)."""
+    """Gaussian clusters, one per class: features float32 (n, n_features), labels int64 (n,).
+
+    ``separation`` scales the class centres against unit noise: the default makes a task a small
+    model learns well but not perfectly (so accuracy means something).
+    """
     _check(n)
     _check(n_features, "n_features")
     if n_classes < 2:
         raise ValueError(f"n_classes must be >= 2, got {n_classes}")
     rng = np.random.default_rng(seed)
-    centers = rng.normal(0.0, 2.0, size=(n_classes, n_features))
+    centers = rng.normal(0.0, separation, size=(n_classes, n_features))
     y = rng.integers(0, n_classes, size=n)
     x = centers[y] + rng.normal(0.0, 1.0, size=(n, n_features))
     return x.astype(np.float32), y.astype(np.int64)
@@ -183,11 +187,44 @@ def digits_parquet() -> Path:
     return cached("digits", build)
 
 
+def column_to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A numpy view of an Arrow column; a fixed-size list column becomes a 2-D array."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_fixed_size_list(column.type):
+        width = column.type.list_size
+        return column.flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
+    return column.to_numpy(zero_copy_only=False)
+
+
 def read_xy(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Read a cached ``x``/``y`` parquet back into numpy arrays."""
+    """Read a cached ``x``/``y`` parquet file (or folder of shards) back into numpy arrays."""
     table = pq.read_table(path)
-    x_col = table.column("x").combine_chunks()
-    width = x_col.type.list_size
-    x = x_col.values.to_numpy(zero_copy_only=False).reshape(-1, width)
-    y = table.column("y").to_numpy()
-    return x, y
+    return column_to_numpy(table.column("x")), column_to_numpy(table.column("y"))
+
+
+def write_shards(
+    columns: dict[str, np.ndarray], folder: str | os.PathLike[str], n_files: int
+) -> Path:
+    """Write columns as ``n_files`` parquet shards (part-00000.parquet, ...) in ``folder``."""
+    _check(n_files, "n_files")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    n = len(next(iter(columns.values())))
+    edges = [n * k // n_files for k in range(n_files + 1)]
+    for k, (a, b) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        part = {name: col[a:b] for name, col in columns.items()}
+        write_parquet(to_table(part), folder / f"part-{k:05d}.parquet")
+    return folder
+
+
+def classification_shards(
+    n: int, n_files: int = 8, n_features: int = 32, n_classes: int = 4, seed: int = 0
+) -> Path:
+    """A folder of ``n_files`` parquet shards of the classification set, cached under data/."""
+    _check(n)
+    folder = data_dir() / f"classification-n{n}-f{n_features}-c{n_classes}-s{seed}-{n_files}files"
+    if not (folder / f"part-{n_files - 1:05d}.parquet").is_file():
+        x, y = classification(n, n_features, n_classes, seed)
+        write_shards({"x": x, "y": y}, folder, n_files)
+    return folder

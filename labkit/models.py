@@ -58,3 +58,70 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
         acc = (model(x).argmax(dim=1) == y).float().mean().item()
     model.train(was_training)
     return acc
+
+
+class _Block(nn.Module):
+    def __init__(self, c_in: int, c_out: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.skip = (
+            nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+            if stride != 1 or c_in != c_out
+            else nn.Identity()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.skip(x))
+
+
+class ResNetSmall(nn.Module):
+    """A ResNet-style CNN (3 stages of residual blocks) for 32x32 images; width sets its size."""
+
+    def __init__(self, channels: int = 3, n_classes: int = 10, width: int = 64, blocks: int = 2):
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(channels, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()
+        )
+        layers, c = [], width
+        for stage, stride in enumerate((1, 2, 2)):
+            c_out = width * 2**stage
+            for b in range(blocks):
+                layers.append(_Block(c, c_out, stride if b == 0 else 1))
+                c = c_out
+        self.layers = nn.Sequential(*layers)
+        self.head = nn.Linear(c, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.layers(self.stem(x)).mean(dim=(2, 3)))
+
+
+class TinyTransformer(nn.Module):
+    """A small decoder-style transformer language model (causal mask) over token ids."""
+
+    def __init__(
+        self,
+        vocab: int = 256,
+        d_model: int = 128,
+        heads: int = 4,
+        layers: int = 2,
+        seq_len: int = 64,
+    ):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.pos = nn.Parameter(torch.zeros(1, seq_len, d_model))
+        layer = nn.TransformerEncoderLayer(
+            d_model, heads, 4 * d_model, dropout=0.0, batch_first=True, norm_first=True
+        )
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        t = tokens.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(t, device=tokens.device)
+        h = self.blocks(self.embed(tokens) + self.pos[:, :t], mask=mask, is_causal=True)
+        return self.head(self.norm(h))

@@ -19,6 +19,7 @@ import os
 import socket
 import sys
 import urllib.request
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -370,6 +371,20 @@ def _start_local(
     )
     procs.remember(pids, session.owner)
     return session
+
+
+def quiet_data() -> None:
+    """Keep Ray Data's progress logging out of notebook output (errors still show)."""
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.enable_operator_progress_bars = False
+    ctx.print_on_execution_start = False
+    for name in ("ray.data", "ray.train", "ray.tune"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    # A small demo dataset gives an actor pool fewer blocks than actors; that is fine here.
+    warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")
 
 
 def store_stats() -> dict[str, int]:

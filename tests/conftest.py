@@ -34,7 +34,8 @@ def suite_processes() -> list[psutil.Process]:
             continue
         try:
             cmd = " ".join(proc.info["cmdline"] or [])
-            if SUITE_TMP in cmd or proc.environ().get("RAY_TMPDIR") == SUITE_TMP:
+            is_ray = "ray" in cmd.lower() and "multiprocessing" not in cmd
+            if SUITE_TMP in cmd or (is_ray and proc.environ().get("RAY_TMPDIR") == SUITE_TMP):
                 if proc.status() != psutil.STATUS_ZOMBIE:
                     found.append(proc)
         except psutil.Error:
