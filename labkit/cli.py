@@ -270,6 +270,44 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return subprocess.call(cmd)
 
 
+# ---------------------------------------------------------------- cluster
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from labkit import cluster
+
+    if args.action == "up":
+        state = cluster.up(
+            workers=args.workers,
+            cpus_per_worker=args.cpus_per_worker,
+            head_cpus=args.head_cpus,
+            gpus_per_worker=args.gpus_per_worker,
+        )
+        print(
+            f"cluster up: {state['nodes']} nodes, {len(state['pids'])} processes, dashboard "
+            f"{state['dashboard']} (temp dir {state['temp_dir']})"
+        )
+        print("point notebooks and `labkit run` at it with:\n" + cluster.exports(state))
+        return 0
+    if args.action == "down":
+        n = cluster.down()
+        print(f"cluster down: stopped {n} processes" if n else "no kit cluster was up")
+        return 0
+    state = cluster.status()
+    if not state["up"]:
+        print(
+            "no kit cluster is up"
+            + (f" ({state['alive']} stray processes)" if state["alive"] else "")
+        )
+        return 1 if state["alive"] else 0
+    print(
+        f"cluster up since {datetime.fromtimestamp(state['started']):%H:%M:%S}: {state['nodes']} nodes, "
+        f"{state['alive']} processes alive, dashboard {state['dashboard']}"
+    )
+    print(cluster.exports(state))
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -302,6 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-runs", type=int, default=1, help="newest runs to keep (default 1)")
     p.add_argument("--keep-data", action="store_true", help="keep the data cache")
     p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser(
+        "cluster", help="a local multi-node Ray cluster for workshops (up|down|status)"
+    )
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--workers", type=int, default=2, help="worker nodes (default 2)")
+    p.add_argument("--cpus-per-worker", type=int, default=1)
+    p.add_argument("--head-cpus", type=int, default=1)
+    p.add_argument("--gpus-per-worker", type=float, default=0, help="logical GPUs per worker node")
+    p.set_defaults(func=cmd_cluster)
 
     p = sub.add_parser("lab", help="open JupyterLab on notebooks/ (127.0.0.1, token auth)")
     p.add_argument("--port", type=int, default=8888)

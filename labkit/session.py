@@ -52,7 +52,7 @@ def auth_token() -> str | None:
     return None
 
 
-def _enable_token_auth() -> None:
+def enable_token_auth() -> None:
     """Turn token auth on for this process and its children, as Ray's own default does.
 
     Setting ``RAY_AUTH_MODE=token`` up front keeps auth on without Ray's warning; Ray caches its
@@ -289,7 +289,7 @@ def _connect(
             file=sys.stderr,
         )
     if auth_token() and "RAY_AUTH_MODE" not in os.environ:
-        _enable_token_auth()
+        enable_token_auth()
     env = dict(runtime_env or {})
     modules = list(env.get("py_modules", []))
     if _labkit_dir() not in modules:
@@ -322,7 +322,7 @@ def _start_local(
     from labkit.device import real_gpu_count
 
     if "RAY_AUTH_MODE" not in os.environ:  # an explicit choice (even "disabled") is respected
-        _enable_token_auth()
+        enable_token_auth()
     real = real_gpu_count()
     gpus: float | None
     if real:

@@ -1,0 +1,96 @@
+"""Local multi-node clusters: real raylets on one machine, and a workshop cluster that outlives the CLI."""
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from labkit import cluster, procs
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def test_local_cluster_places_tasks_on_separate_nodes_and_cleans_up(state_dir):
+    import ray
+
+    with cluster.LocalCluster(
+        head={"num_cpus": 1}, nodes=[{"num_cpus": 1, "resources": {"FPGA": 2}}, {"num_cpus": 1}]
+    ) as c:
+        assert len([n for n in ray.nodes() if n["Alive"]]) == 3
+        assert ray.cluster_resources()["FPGA"] == 2
+
+        @ray.remote(num_cpus=1)
+        def where():
+            import time
+
+            time.sleep(0.5)
+            return ray.get_runtime_context().get_node_id()
+
+        spread = ray.get([where.options(scheduling_strategy="SPREAD").remote() for _ in range(3)])
+        assert len(set(spread)) == 3
+        temp_dir = c.temp_dir
+        victim = c.worker_nodes[0]
+        c.remove_node(victim)
+        deadline = time.monotonic() + 90  # the GCS notices a dead node after a few missed health checks
+        while len([n for n in ray.nodes() if n["Alive"]]) != 2 and time.monotonic() < deadline:
+            time.sleep(1)
+        assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+        assert procs.alive(f"cluster:{temp_dir}")
+    assert not ray.is_initialized()
+    assert cluster.processes_under(temp_dir) == []
+    assert procs.alive(f"cluster:{temp_dir}") == []
+
+
+def test_workshop_cluster_up_join_down(state_dir):
+    env = dict(os.environ, LABKIT_STATE_DIR=str(state_dir))
+    cli = [sys.executable, "-m", "labkit.cli", "cluster"]
+    up = subprocess.run(
+        cli + ["up", "--workers", "1"], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert up.returncode == 0, up.stderr[-2000:]
+    state = cluster.status()
+    try:
+        assert state["up"] and state["nodes"] == 2 and "RAY_AUTH_MODE=token" in up.stdout
+        code = (
+            "import ray, labkit\n"
+            "s = labkit.start_session()\n"
+            "assert s.mode == 'cluster'\n"
+            "print('NODES', len([n for n in ray.nodes() if n['Alive']]))\n"
+            "square = ray.remote(lambda i: i * i)\n"
+            "print('SUM', sum(ray.get([square.remote(i) for i in range(4)])))\n"
+            "s.stop()\n"
+        )
+        joined = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=dict(env, RAY_ADDRESS=state["address"], RAY_AUTH_MODE="token"),
+        )
+        assert joined.returncode == 0, joined.stderr[-2000:]
+        assert "NODES 2" in joined.stdout and "SUM 14" in joined.stdout
+        st = subprocess.run(cli + ["status"], env=env, capture_output=True, text=True, timeout=60)
+        assert st.returncode == 0 and state["address"] in st.stdout
+    finally:
+        pids = [e["pid"] for e in state.get("pids", [])]
+        down = subprocess.run(cli + ["down"], env=env, capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert not any(
+        psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids
+    )
+    assert cluster.processes_under(state["temp_dir"]) == []
+    assert not cluster.state_path().exists()
+
+
+def test_down_without_a_cluster_is_a_no_op(state_dir):
+    assert cluster.down() == 0
+    assert cluster.status() == {"up": False, "alive": 0}
