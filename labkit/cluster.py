@@ -81,6 +81,7 @@ class LocalCluster:
     temp_dir: str = ""
     _cluster: Any = None
     _owner: str = ""
+    _added: list = field(default_factory=list)
 
     def start(self) -> LocalCluster:
         """Start the head and the worker nodes, then connect this driver to the head."""
@@ -128,13 +129,21 @@ class LocalCluster:
 
     @property
     def worker_nodes(self) -> list:
-        """The worker nodes' handles, in the order they were added."""
-        return sorted(self._cluster.worker_nodes, key=lambda n: n.node_id)
+        """The live worker nodes' handles, in the order they were added."""
+        return [n for n in self._added if n in self._cluster.worker_nodes]
+
+    def node_names(self) -> dict[str, str]:
+        """Node id (hex) -> a short name: ``head``, then ``node1``, ``node2``... in order added."""
+        names = {self._cluster.head_node.node_id: "head"}
+        for i, node in enumerate(self._added, start=1):
+            names[node.node_id] = f"node{i}"
+        return names
 
     def add_node(self, wait: bool = True, **spec: Any):
         """Add a worker node (``num_cpus``, ``num_gpus``, ``resources``...); returns its handle."""
         args = {"object_store_memory": self.object_store_mb * 2**20, "num_cpus": 1, **spec}
         node = self._cluster.add_node(wait=wait, **args)
+        self._added.append(node)
         self._remember()
         return node
 
@@ -230,6 +239,9 @@ def up(
                 "--num-gpus=0",
                 f"--dashboard-host={LOCALHOST}",
                 f"--dashboard-port={dash}",
+                # free ports where Ray has fixed defaults, so a learner's own Ray does not collide
+                f"--ray-client-server-port={free_port()}",
+                f"--dashboard-agent-listen-port={free_port()}",
                 *common,
             ],
             env,
@@ -242,6 +254,7 @@ def up(
                     f"--address={address}",
                     f"--num-cpus={cpus_per_worker}",
                     f"--num-gpus={gpus_per_worker:g}",
+                    f"--dashboard-agent-listen-port={free_port()}",
                     *common,
                 ],
                 env,

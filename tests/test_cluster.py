@@ -40,7 +40,9 @@ def test_local_cluster_places_tasks_on_separate_nodes_and_cleans_up(state_dir):
         temp_dir = c.temp_dir
         victim = c.worker_nodes[0]
         c.remove_node(victim)
-        deadline = time.monotonic() + 90  # the GCS notices a dead node after a few missed health checks
+        deadline = (
+            time.monotonic() + 90
+        )  # the GCS notices a dead node after a few missed health checks
         while len([n for n in ray.nodes() if n["Alive"]]) != 2 and time.monotonic() < deadline:
             time.sleep(1)
         assert len([n for n in ray.nodes() if n["Alive"]]) == 2
