@@ -49,21 +49,6 @@ def processes_under(temp_dir: str) -> list[psutil.Process]:
     return list(found.values())
 
 
-def _terminate(processes: list[psutil.Process], timeout: float = 15.0) -> None:
-    for proc in processes:
-        try:
-            proc.terminate()
-        except psutil.Error:
-            pass
-    _gone, alive = psutil.wait_procs(processes, timeout=timeout)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=5)
-
-
 # ---------------------------------------------------------------- in-process cluster
 
 
@@ -171,7 +156,7 @@ class LocalCluster:
             finally:
                 left = processes_under(self.temp_dir)
                 if left:
-                    _terminate(left)
+                    procs.terminate(left)
                 procs.stop(self._owner)
                 self._cluster = None
                 shutil.rmtree(self.temp_dir, ignore_errors=True)
@@ -260,7 +245,7 @@ def up(
                 env,
             )
     except Exception:
-        _terminate(processes_under(temp_dir))
+        procs.terminate(processes_under(temp_dir))
         shutil.rmtree(temp_dir, ignore_errors=True)
         raise
     time.sleep(1.0)
@@ -320,7 +305,7 @@ def down() -> int:
             pass
     for proc in processes_under(state["temp_dir"]):
         victims[proc.pid] = proc
-    _terminate(list(victims.values()))
+    procs.terminate(list(victims.values()))
     shutil.rmtree(state["temp_dir"], ignore_errors=True)
     path.unlink()
     return len(victims)

@@ -94,21 +94,26 @@ def stop(owner: str | None = None, timeout: float = 10.0) -> list[dict[str, Any]
         except psutil.Error:
             pass
         procs.append(proc)
-    for proc in procs:
+    terminate(procs, timeout)
+    keep = [e for e in _load() if owner is not None and e["owner"] != owner]
+    _save(keep)
+    return entries
+
+
+def terminate(processes: list[psutil.Process], timeout: float = 10.0) -> None:
+    """SIGTERM the processes, wait up to ``timeout`` seconds, then SIGKILL what is left."""
+    for proc in processes:
         try:
             proc.terminate()
         except psutil.Error:
             pass
-    _gone, still = psutil.wait_procs(procs, timeout=timeout)
+    _gone, still = psutil.wait_procs(processes, timeout=timeout)
     for proc in still:
         try:
             proc.kill()
         except psutil.Error:
             pass
     psutil.wait_procs(still, timeout=2)
-    keep = [e for e in _load() if owner is not None and e["owner"] != owner]
-    _save(keep)
-    return entries
 
 
 def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
