@@ -1,7 +1,7 @@
 """A registry of the processes the kit started, so it can stop exactly those and nothing else.
 
-Ray's own ``ray stop`` kills every Ray process on the machine, a colleague's included; the kit
-never calls it. Instead each local session (and later each local cluster) records its PIDs with
+The kit never calls Ray's own ``ray stop``: it kills every Ray process on the machine, a
+colleague's included. Instead each local session (and later each local cluster) records its PIDs with
 their creation times here, and ``labkit clean`` stops those still alive, by PID.
 """
 
