@@ -36,17 +36,14 @@ def _short_tempdir(prefix: str) -> str:
 
 def processes_under(temp_dir: str) -> list[psutil.Process]:
     """Processes whose command line names ``temp_dir`` (Ray's daemons do), plus their children."""
-    found: dict[int, psutil.Process] = {}
+    named = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         try:
-            if temp_dir in " ".join(proc.info["cmdline"] or []):
-                found[proc.pid] = proc
-                for child in proc.children(recursive=True):
-                    found[child.pid] = child
+            if temp_dir in " ".join(proc.info["cmdline"] or []) and proc.pid != os.getpid():
+                named.append(proc)
         except psutil.Error:
             continue
-    found.pop(os.getpid(), None)
-    return list(found.values())
+    return [p for p in procs.with_children(named) if p.pid != os.getpid()]
 
 
 # ---------------------------------------------------------------- in-process cluster
@@ -296,16 +293,8 @@ def down() -> int:
     if not path.is_file():
         return 0
     state = json.loads(path.read_text())
-    victims = {p.pid: p for p in _alive(state)}
-    for proc in list(victims.values()):
-        try:
-            for child in proc.children(recursive=True):
-                victims[child.pid] = child
-        except psutil.Error:
-            pass
-    for proc in processes_under(state["temp_dir"]):
-        victims[proc.pid] = proc
-    procs.terminate(list(victims.values()))
+    victims = procs.with_children(_alive(state) + processes_under(state["temp_dir"]))
+    procs.terminate(victims)
     shutil.rmtree(state["temp_dir"], ignore_errors=True)
     path.unlink()
     return len(victims)

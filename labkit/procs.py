@@ -84,20 +84,24 @@ def alive(owner: str | None = None) -> list[dict[str, Any]]:
 def stop(owner: str | None = None, timeout: float = 10.0) -> list[dict[str, Any]]:
     """Terminate recorded processes still alive (and their children), then forget them."""
     entries = alive(owner)
-    procs: list[psutil.Process] = []
-    for e in entries:
-        proc = _process(e)
-        if proc is None:
-            continue
-        try:
-            procs.extend(proc.children(recursive=True))
-        except psutil.Error:
-            pass
-        procs.append(proc)
-    terminate(procs, timeout)
+    live = [proc for proc in map(_process, entries) if proc is not None]
+    terminate(with_children(live), timeout)
     keep = [e for e in _load() if owner is not None and e["owner"] != owner]
     _save(keep)
     return entries
+
+
+def with_children(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """The processes and all their descendants, each once (descendants first, then parents)."""
+    tree: dict[int, psutil.Process] = {}
+    for proc in processes:
+        try:
+            for child in proc.children(recursive=True):
+                tree.setdefault(child.pid, child)
+        except psutil.Error:
+            pass
+        tree.setdefault(proc.pid, proc)
+    return list(tree.values())
 
 
 def terminate(processes: list[psutil.Process], timeout: float = 10.0) -> None:

@@ -9,6 +9,7 @@ import urllib.request
 
 import psutil
 
+from labkit import procs
 from labkit.session import free_port
 
 
@@ -59,19 +60,10 @@ def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
         assert listening == {"127.0.0.1"}
     finally:
         try:
-            children = psutil.Process(proc.pid).children(recursive=True)
+            tree = procs.with_children([psutil.Process(proc.pid)])
         except psutil.Error:
-            children = []
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        for child in children:
-            try:
-                child.terminate()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(children, timeout=10)
+            tree = []
+        procs.terminate(tree, timeout=20)
+        proc.wait(timeout=10)
     assert proc.poll() is not None
-    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in children)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree)

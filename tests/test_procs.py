@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -60,3 +61,19 @@ def test_forget_and_wait_gone(registry):
 def test_corrupt_registry_is_treated_as_empty(registry):
     registry.write_text("{not json")
     assert procs.alive() == []
+
+
+def test_with_children_finds_the_whole_tree_once():
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 10
+        while not psutil.Process(parent.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        tree = procs.with_children([psutil.Process(parent.pid), psutil.Process(parent.pid)])
+        assert len(tree) == 2 and tree[-1].pid == parent.pid
+        procs.terminate(tree, timeout=5)
+        assert parent.wait(timeout=5) is not None
+        assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree)
+    finally:
+        parent.kill()

@@ -163,17 +163,5 @@ def test_joining_an_existing_cluster_ships_labkit(tmp_path):
         assert "runtime_resources" in remote_path  # shipped by runtime_env, not the repo copy
         assert "ignored" in out.stderr
     finally:
-        children = psutil.Process(head.pid).children(recursive=True)
-        head.terminate()
-        try:
-            head.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            head.kill()
-        for child in children:
-            try:
-                child.terminate()
-            except psutil.Error:
-                pass
-        _gone, alive = psutil.wait_procs(children, timeout=15)
-        for child in alive:
-            child.kill()
+        procs.terminate(procs.with_children([psutil.Process(head.pid)]), timeout=20)
+        head.wait(timeout=10)
