@@ -48,15 +48,17 @@ def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
             raise AssertionError("the server answered without a token")
         except urllib.error.HTTPError as err:
             assert err.code == 403
-        server = [p for p in psutil.Process(proc.pid).children(recursive=True)] + [
-            psutil.Process(proc.pid)
-        ]
-        listening = {
-            c.laddr.ip
-            for p in server
-            for c in p.net_connections(kind="inet")
-            if c.status == psutil.CONN_LISTEN and c.laddr.port == port
-        }
+        listening = set()
+        for p in procs.with_children([psutil.Process(proc.pid)]):
+            try:  # the server spawns short-lived helpers that may exit while we look
+                conns = p.net_connections(kind="inet")
+            except psutil.NoSuchProcess:
+                continue
+            listening |= {
+                c.laddr.ip
+                for c in conns
+                if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+            }
         assert listening == {"127.0.0.1"}
     finally:
         try:
@@ -66,4 +68,11 @@ def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
         procs.terminate(tree, timeout=20)
         proc.wait(timeout=10)
     assert proc.poll() is not None
-    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree)
+    assert not [p for p in tree if _running(p)]
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
