@@ -55,9 +55,7 @@ def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
             except psutil.NoSuchProcess:
                 continue
             listening |= {
-                c.laddr.ip
-                for c in conns
-                if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN and c.laddr.port == port
             }
         assert listening == {"127.0.0.1"}
     finally:
