@@ -3,6 +3,10 @@
 * :class:`LocalCluster`: a head plus N worker nodes in this process's control
   (``ray.cluster_utils.Cluster``: real separate raylets on one machine), in a temp directory of its
   own, as a context manager whose teardown always runs. For lessons on placement and failures.
+* :class:`ElasticCluster`: an autoscaling cluster on this machine (Ray's fake multi-node
+  provider: ``RAY_FAKE_CLUSTER=1 ray start --head --autoscaling-config=...``); the autoscaler
+  adds worker nodes for pending work up to ``max_workers`` and removes idle ones after the idle
+  timeout. Stopped by its own temp directory, never ``ray stop``.
 * :func:`up` / :func:`down` / :func:`status`: a workshop cluster that outlives the command
   (``ray start`` head and worker nodes with their own temp directory and ports, token auth on),
   its PIDs and address kept in a state file; ``down`` stops exactly those processes.
@@ -159,6 +163,226 @@ class LocalCluster:
                 shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------- elastic (autoscaling) cluster
+
+#: The node id Ray's fake provider gives the head (its ``FAKE_HEAD_NODE_ID``).
+FAKE_HEAD_NODE_ID = "f" * 51 + "00000"
+WORKER_NODE_TYPE = "cpu_worker"
+
+
+def elastic_config(
+    gcs_address: str,
+    *,
+    max_workers: int = 3,
+    min_workers: int = 0,
+    cpus_per_node: int = 1,
+    object_store_mb: int = 100,
+    idle_timeout_s: float = 15.0,
+    upscaling_speed: float = 1.0,
+) -> dict[str, Any]:
+    """The autoscaling config for a fake-provider cluster: a 0-CPU head and one worker node type.
+
+    ``min_workers``/``max_workers`` bound the worker nodes; ``idle_timeout_s`` is how long a node
+    must sit idle before the autoscaler removes it (the YAML takes minutes). The provider keys
+    after ``type`` make the fake provider work on one machine: no SSH updaters, no launch-config
+    check, and node ids in place of IPs (every fake node has the same IP).
+    """
+    if not 0 <= min_workers <= max_workers:
+        raise ValueError(f"need 0 <= min_workers <= max_workers, got {min_workers}, {max_workers}")
+    if idle_timeout_s <= 0 or cpus_per_node <= 0:
+        raise ValueError("idle_timeout_s and cpus_per_node must be positive")
+    empty_lists = (
+        "cluster_synced_files rsync_exclude rsync_filter initialization_commands setup_commands "
+        "head_setup_commands worker_setup_commands head_start_ray_commands "
+        "worker_start_ray_commands"
+    ).split()
+    return {
+        "cluster_name": "labkit-elastic",
+        "max_workers": max_workers,
+        "upscaling_speed": upscaling_speed,
+        "idle_timeout_minutes": idle_timeout_s / 60.0,
+        "provider": {
+            "type": "fake_multinode",
+            "gcs_address": gcs_address,
+            "launch_multiple": True,
+            "disable_node_updaters": True,
+            "disable_launch_config_check": True,
+            "use_node_id_as_ip": True,
+        },
+        "head_node_type": "ray.head.default",
+        "available_node_types": {
+            "ray.head.default": {"resources": {"CPU": 0}, "node_config": {}, "max_workers": 0},
+            WORKER_NODE_TYPE: {
+                "resources": {
+                    "CPU": cpus_per_node,
+                    "object_store_memory": object_store_mb * 2**20,
+                },
+                "node_config": {},
+                "min_workers": min_workers,
+                "max_workers": max_workers,
+            },
+        },
+        "auth": {"ssh_user": "labkit"},
+        "file_mounts": {},
+        "file_mounts_sync_continuously": False,
+        **{key: [] for key in empty_lists},
+    }
+
+
+@dataclass
+class ElasticCluster:
+    """An autoscaling cluster on this machine: a 0-CPU head whose autoscaler adds and removes
+    1-node-per-launch worker nodes (``cpus_per_node`` CPUs each) between ``min_workers`` and
+    ``max_workers``, reacting to pending resource demand. Connect, use, always tear down.
+    """
+
+    max_workers: int = 3
+    min_workers: int = 0
+    cpus_per_node: int = 1
+    object_store_mb: int = 100
+    idle_timeout_s: float = 15.0
+    upscaling_speed: float = 1.0
+    connect: bool = True
+    temp_dir: str = ""
+    address: str = ""
+    dashboard_url: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    _owner: str = ""
+
+    def start(self) -> ElasticCluster:
+        """Start the head with its autoscaler (``ray start``), then connect this driver to it."""
+        import ray
+        import yaml
+        from ray._private.services import get_node_ip_address
+
+        if ray.is_initialized():
+            raise RuntimeError("stop the current Ray session first (session.stop())")
+        enable_token_auth()
+        self.temp_dir = self.temp_dir or _short_tempdir("lke-")
+        self._owner = f"cluster:{self.temp_dir}"
+        port, dash = free_port(), free_port()
+        self.address = f"{get_node_ip_address()}:{port}"
+        self.dashboard_url = f"http://{LOCALHOST}:{dash}"
+        self.config = elastic_config(
+            self.address,
+            max_workers=self.max_workers,
+            min_workers=self.min_workers,
+            cpus_per_node=self.cpus_per_node,
+            object_store_mb=self.object_store_mb,
+            idle_timeout_s=self.idle_timeout_s,
+            upscaling_speed=self.upscaling_speed,
+        )
+        config_file = Path(self.temp_dir) / "autoscaling.yaml"
+        config_file.write_text(yaml.safe_dump(self.config))
+        env = dict(
+            os.environ,
+            RAY_FAKE_CLUSTER="1",
+            RAY_TMPDIR=self.temp_dir,
+            RAY_AUTH_MODE="token",
+            RAY_USAGE_STATS_ENABLED="0",
+            RAY_enable_autoscaler_v2="0",
+            RAY_OVERRIDE_NODE_ID_FOR_TESTING=FAKE_HEAD_NODE_ID,
+        )
+        env.pop("RAY_ADDRESS", None)
+        try:
+            _run_ray(
+                [
+                    "start",
+                    "--head",
+                    f"--port={port}",
+                    "--num-cpus=0",
+                    "--num-gpus=0",
+                    f"--autoscaling-config={config_file}",
+                    f"--dashboard-host={LOCALHOST}",
+                    f"--dashboard-port={dash}",
+                    f"--ray-client-server-port={free_port()}",
+                    f"--dashboard-agent-listen-port={free_port()}",
+                    f"--temp-dir={self.temp_dir}",
+                    f"--object-store-memory={self.object_store_mb * 2**20}",
+                    "--disable-usage-stats",
+                ],
+                env,
+            )
+            self._remember()
+            if self.connect:
+                ray.init(address=self.address, logging_level="ERROR")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _remember(self) -> None:
+        procs.forget(self._owner)
+        procs.remember({"elastic": [p.pid for p in processes_under(self.temp_dir)]}, self._owner)
+
+    def workers(self) -> int:
+        """How many worker nodes are alive now (the head not counted)."""
+        import ray
+
+        return sum(1 for n in ray.nodes() if n["Alive"] and n["NodeID"] != FAKE_HEAD_NODE_ID)
+
+    def trace(
+        self,
+        refs: list,
+        *,
+        until_workers: int | None = None,
+        timeout: float = 180.0,
+        interval: float = 1.0,
+    ) -> list[dict[str, float]]:
+        """Sample the cluster while ``refs`` run, until they are all done and the worker count
+        is back down to ``until_workers`` (default ``min_workers``), or ``timeout`` seconds.
+
+        Each sample: ``t`` (s since the call), ``workers`` (alive worker nodes), ``running`` (CPUs
+        in use), ``queued`` (tasks not finished and not running: the demand the autoscaler sees)
+        and ``done`` (finished tasks). Tasks are assumed to take 1 CPU each.
+        """
+        import ray
+
+        target = self.min_workers if until_workers is None else until_workers
+        samples: list[dict[str, float]] = []
+        start = time.monotonic()
+        while True:
+            t = time.monotonic() - start
+            done = len(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else 0
+            total = ray.cluster_resources().get("CPU", 0.0)
+            running = max(0.0, total - ray.available_resources().get("CPU", 0.0))
+            running = min(running, len(refs) - done)
+            workers = self.workers()
+            samples.append(
+                {
+                    "t": round(t, 2),
+                    "workers": workers,
+                    "running": running,
+                    "queued": max(0.0, len(refs) - done - running),
+                    "done": done,
+                }
+            )
+            if (done == len(refs) and workers <= target) or t > timeout:
+                return samples
+            time.sleep(interval)
+
+    def stop(self) -> None:
+        """Disconnect, then stop every process of this cluster (found by its temp directory)."""
+        import ray
+
+        try:
+            if ray.is_initialized():
+                ray.shutdown()
+        finally:
+            if self.temp_dir:
+                left = processes_under(self.temp_dir)
+                if left:
+                    procs.terminate(left)
+                procs.stop(self._owner)
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def __enter__(self) -> ElasticCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -96,3 +96,42 @@ def test_workshop_cluster_up_join_down(state_dir):
 def test_down_without_a_cluster_is_a_no_op(state_dir):
     assert cluster.down() == 0
     assert cluster.status() == {"up": False, "alive": 0}
+
+
+def test_elastic_config_passes_rays_validator_and_checks_its_bounds():
+    from ray.autoscaler._private.util import validate_config
+
+    cfg = cluster.elastic_config("127.0.0.1:1234", max_workers=2, idle_timeout_s=6)
+    validate_config(cfg)
+    assert cfg["idle_timeout_minutes"] == pytest.approx(0.1)
+    worker = cfg["available_node_types"][cluster.WORKER_NODE_TYPE]
+    assert (worker["min_workers"], worker["max_workers"]) == (0, 2)
+    assert cfg["available_node_types"]["ray.head.default"]["resources"] == {"CPU": 0}
+    assert cfg["provider"]["use_node_id_as_ip"] is True  # without it idle nodes never go away
+    with pytest.raises(ValueError, match="min_workers"):
+        cluster.elastic_config("127.0.0.1:1234", min_workers=3, max_workers=2)
+
+
+def test_elastic_cluster_scales_up_for_pending_work_then_down_when_idle(state_dir):
+    import ray
+
+    with cluster.ElasticCluster(max_workers=2, idle_timeout_s=5) as c:
+        temp_dir = c.temp_dir
+        assert c.workers() == 0  # nothing pending, nothing added
+
+        @ray.remote(num_cpus=1)
+        def work():
+            time.sleep(3)
+            return ray.get_runtime_context().get_node_id()
+
+        refs = [work.remote() for _ in range(4)]
+        trace = c.trace(refs, timeout=150)
+        peak = max(s["workers"] for s in trace)
+        assert peak == 2, trace  # up to max_workers, never past it
+        assert trace[0]["queued"] == 4 and trace[-1]["done"] == 4
+        assert trace[-1]["workers"] == 0, trace  # the idle nodes were removed
+        assert cluster.FAKE_HEAD_NODE_ID not in ray.get(refs)  # the 0-CPU head ran nothing
+        assert procs.alive(f"cluster:{temp_dir}")
+    assert not ray.is_initialized()
+    assert cluster.processes_under(temp_dir) == []
+    assert procs.alive(f"cluster:{temp_dir}") == []
