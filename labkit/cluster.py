@@ -16,6 +16,7 @@ Never ``ray stop`` and never ``AutoscalingCluster``: both kill every Ray process
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -34,8 +35,15 @@ from labkit.session import LOCALHOST, enable_token_auth, free_port
 
 
 def _short_tempdir(prefix: str) -> str:
-    """A short temp directory (Ray puts Unix sockets under it; their paths must stay short)."""
-    return tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    """A short temp directory (Ray puts Unix sockets under it; their paths must stay short).
+
+    Made under ``RAY_TMPDIR`` when that is set and short, so whoever set it (the test suite, for
+    one) finds the cluster's processes there; else under ``/tmp``.
+    """
+    parent = os.environ.get("RAY_TMPDIR", "")
+    if not (parent and len(parent) <= 40 and os.path.isdir(parent)):
+        parent = "/tmp"
+    return tempfile.mkdtemp(prefix=prefix, dir=parent)
 
 
 def processes_under(temp_dir: str) -> list[psutil.Process]:
@@ -235,6 +243,47 @@ def elastic_config(
     }
 
 
+def node_types_that_fit(config: dict[str, Any], demand: dict[str, float]) -> list[str]:
+    """The worker node types of an autoscaling ``config`` that could run a task needing
+    ``demand`` (e.g. ``{"CPU": 2}``). Empty means the autoscaler can never help: the task stays
+    pending, and Ray warns that no node type can fulfil the request.
+    """
+    fits = []
+    for name, spec in config["available_node_types"].items():
+        if name == config.get("head_node_type") or spec.get("max_workers", 0) == 0:
+            continue
+        have = spec.get("resources", {})
+        if all(have.get(k, 0) >= v for k, v in demand.items() if v > 0):
+            fits.append(name)
+    return fits
+
+
+def scaling_events(samples: list[dict[str, float]]) -> dict[str, float]:
+    """Read an :meth:`ElasticCluster.trace`: when the peak worker count was first reached, when
+    the work was all done, and when the cluster was back at its final size (seconds).
+    """
+    if not samples:
+        raise ValueError("no samples")
+    peak = max(s["workers"] for s in samples)
+    total = samples[-1]["done"]
+    t_peak = next(s["t"] for s in samples if s["workers"] == peak)
+    t_done = next((s["t"] for s in samples if s["done"] >= total), samples[-1]["t"])
+    final = samples[-1]["workers"]
+    t_final = samples[-1]["t"]
+    for s in reversed(samples):
+        if s["workers"] != final:
+            break
+        t_final = s["t"]
+    return {
+        "peak_workers": peak,
+        "t_peak": t_peak,
+        "t_done": t_done,
+        "final_workers": final,
+        "t_final": t_final,
+        "idle_down_s": max(0.0, t_final - t_done),
+    }
+
+
 @dataclass
 class ElasticCluster:
     """An autoscaling cluster on this machine: a 0-CPU head whose autoscaler adds and removes
@@ -310,6 +359,9 @@ class ElasticCluster:
                 env,
             )
             self._remember()
+            # `ray start` daemons outlive this process: stop them when it exits (a kernel shut
+            # down after a failed cell, say), not only through stop() or the `with` block.
+            atexit.register(self.stop)
             if self.connect:
                 ray.init(address=self.address, logging_level="ERROR")
         except BaseException:
@@ -375,6 +427,7 @@ class ElasticCluster:
             if ray.is_initialized():
                 ray.shutdown()
         finally:
+            atexit.unregister(self.stop)
             if self.temp_dir:
                 left = processes_under(self.temp_dir)
                 if left:

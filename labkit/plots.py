@@ -73,9 +73,15 @@ def curves(
     logx: bool = False,
     logy: bool = False,
     hline: float | None = None,
+    step: bool = False,
+    vlines: Mapping[str, float] | None = None,
     ax=None,
 ):
-    """One line per series over a shared x; ``hline`` draws a reference level (e.g. 1.0x)."""
+    """One line per series over a shared x; ``hline`` draws a reference level (e.g. 1.0x).
+
+    ``step`` draws counts that change in jumps (nodes, queued tasks) as steps without markers;
+    ``vlines`` marks labelled moments on the x axis (e.g. ``{"wave 2": 31.0}``).
+    """
     _need(title, ylabel)
     if not xlabel:
         raise ValueError("label the x axis with its unit")
@@ -83,7 +89,22 @@ def curves(
     for i, (name, ys) in enumerate(series.items()):
         if len(ys) != len(x):
             raise ValueError(f"series {name!r} has {len(ys)} points, x has {len(x)}")
-        ax.plot(x, ys, marker="o", label=name, color=COLORS[i % len(COLORS)])
+        color = COLORS[i % len(COLORS)]
+        if step:
+            ax.step(x, ys, where="post", label=name, color=color, linewidth=2)
+        else:
+            ax.plot(x, ys, marker="o", label=name, color=color)
+    for j, (label, at) in enumerate((vlines or {}).items()):
+        ax.axvline(at, color=BASELINE_COLOR, linestyle=":", linewidth=1)
+        ax.annotate(
+            label,
+            (at, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -12 - 12 * j),
+            textcoords="offset points",
+            fontsize=8,
+            color=BASELINE_COLOR,
+        )
     if hline is not None:
         ax.axhline(hline, color=BASELINE_COLOR, linestyle="--", linewidth=1)
     if logx:

@@ -135,3 +135,35 @@ def test_elastic_cluster_scales_up_for_pending_work_then_down_when_idle(state_di
     assert not ray.is_initialized()
     assert cluster.processes_under(temp_dir) == []
     assert procs.alive(f"cluster:{temp_dir}") == []
+
+
+def test_node_types_that_fit():
+    cfg = cluster.elastic_config("127.0.0.1:1", cpus_per_node=2)
+    assert cluster.node_types_that_fit(cfg, {"CPU": 1}) == [cluster.WORKER_NODE_TYPE]
+    assert cluster.node_types_that_fit(cfg, {"CPU": 2}) == [cluster.WORKER_NODE_TYPE]
+    assert cluster.node_types_that_fit(cfg, {"CPU": 3}) == []
+    assert cluster.node_types_that_fit(cfg, {"CPU": 1, "GPU": 1}) == []
+    assert cluster.node_types_that_fit(cfg, {"CPU": 1, "GPU": 0}) == [cluster.WORKER_NODE_TYPE]
+
+
+def test_scaling_events_reads_a_trace():
+    trace = [
+        {"t": 0, "workers": 0, "done": 0},
+        {"t": 5, "workers": 2, "done": 0},
+        {"t": 6, "workers": 3, "done": 1},
+        {"t": 9, "workers": 3, "done": 4},
+        {"t": 15, "workers": 1, "done": 4},
+        {"t": 20, "workers": 0, "done": 4},
+        {"t": 21, "workers": 0, "done": 4},
+    ]
+    ev = cluster.scaling_events(trace)
+    assert ev == {
+        "peak_workers": 3,
+        "t_peak": 6,
+        "t_done": 9,
+        "final_workers": 0,
+        "t_final": 20,
+        "idle_down_s": 11,
+    }
+    with pytest.raises(ValueError):
+        cluster.scaling_events([])

@@ -33,6 +33,17 @@ def test_curves_and_gantt():
         hline=1.0,
     )
     assert ax.get_xscale() == "log" and len(ax.get_lines()) == 3
+    ax = plots.curves(
+        [0, 1, 2],
+        {"nodes": [0, 2, 1], "queued": [4, 1, 0]},
+        title="t",
+        xlabel="s",
+        ylabel="count",
+        step=True,
+        vlines={"wave 2": 1.5},
+    )
+    assert len(ax.get_lines()) == 3 and ax.get_lines()[0].get_drawstyle() == "steps-post"
+    assert [t.get_text() for t in ax.texts] == ["wave 2"]
     ax = plots.gantt([("node1", 0.0, 1.0, "train"), ("node2", 0.5, 2.0, "infer")], title="g")
     assert len(ax.patches) >= 2 and ax.get_xlabel().startswith("time")
 
