@@ -199,7 +199,10 @@ def elastic_config(
     ``min_workers``/``max_workers`` bound the worker nodes; ``idle_timeout_s`` is how long a node
     must sit idle before the autoscaler removes it (the YAML takes minutes). The provider keys
     after ``type`` make the fake provider work on one machine: no SSH updaters, no launch-config
-    check, and node ids in place of IPs (every fake node has the same IP).
+    check, and node ids in place of IPs (every fake node has the same IP); nodes are launched in
+    the autoscaler's own loop, because launching them in the background let it count a batch
+    that had just finished as neither running nor pending, and launch it twice (we saw 4 nodes
+    with ``max_workers=3`` before it removed one).
     """
     if not 0 <= min_workers <= max_workers:
         raise ValueError(f"need 0 <= min_workers <= max_workers, got {min_workers}, {max_workers}")
@@ -222,6 +225,7 @@ def elastic_config(
             "disable_node_updaters": True,
             "disable_launch_config_check": True,
             "use_node_id_as_ip": True,
+            "foreground_node_launch": True,
         },
         "head_node_type": "ray.head.default",
         "available_node_types": {

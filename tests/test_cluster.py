@@ -108,6 +108,7 @@ def test_elastic_config_passes_rays_validator_and_checks_its_bounds():
     assert (worker["min_workers"], worker["max_workers"]) == (0, 2)
     assert cfg["available_node_types"]["ray.head.default"]["resources"] == {"CPU": 0}
     assert cfg["provider"]["use_node_id_as_ip"] is True  # without it idle nodes never go away
+    assert cfg["provider"]["foreground_node_launch"] is True  # without it it can overshoot
     with pytest.raises(ValueError, match="min_workers"):
         cluster.elastic_config("127.0.0.1:1234", min_workers=3, max_workers=2)
 
