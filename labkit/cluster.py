@@ -58,6 +58,17 @@ def processes_under(temp_dir: str) -> list[psutil.Process]:
     return [p for p in procs.with_children(named) if p.pid != os.getpid()]
 
 
+def _clear(temp_dir: str, owner: str | None = None) -> int:
+    """Stop every process under ``temp_dir`` (and ``owner``'s recorded ones), remove the dir."""
+    left = processes_under(temp_dir)
+    if left:
+        procs.terminate(left)
+    if owner:
+        procs.stop(owner)
+    shutil.rmtree(temp_dir, ignore_errors=True)
+    return len(left)
+
+
 # ---------------------------------------------------------------- in-process cluster
 
 
@@ -163,12 +174,8 @@ class LocalCluster:
             try:
                 self._cluster.shutdown()
             finally:
-                left = processes_under(self.temp_dir)
-                if left:
-                    procs.terminate(left)
-                procs.stop(self._owner)
+                _clear(self.temp_dir, self._owner)
                 self._cluster = None
-                shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -344,23 +351,14 @@ class ElasticCluster:
         )
         env.pop("RAY_ADDRESS", None)
         try:
-            _run_ray(
-                [
-                    "start",
-                    "--head",
-                    f"--port={port}",
-                    "--num-cpus=0",
-                    "--num-gpus=0",
-                    f"--autoscaling-config={config_file}",
-                    f"--dashboard-host={LOCALHOST}",
-                    f"--dashboard-port={dash}",
-                    f"--ray-client-server-port={free_port()}",
-                    f"--dashboard-agent-listen-port={free_port()}",
-                    f"--temp-dir={self.temp_dir}",
-                    f"--object-store-memory={self.object_store_mb * 2**20}",
-                    "--disable-usage-stats",
-                ],
+            _start_head(
+                self.temp_dir,
+                port,
+                dash,
+                0,
+                self.object_store_mb,
                 env,
+                f"--autoscaling-config={config_file}",
             )
             self._remember()
             # `ray start` daemons outlive this process: stop them when it exits (a kernel shut
@@ -433,11 +431,7 @@ class ElasticCluster:
         finally:
             atexit.unregister(self.stop)
             if self.temp_dir:
-                left = processes_under(self.temp_dir)
-                if left:
-                    procs.terminate(left)
-                procs.stop(self._owner)
-                shutil.rmtree(self.temp_dir, ignore_errors=True)
+                _clear(self.temp_dir, self._owner)
 
     def __enter__(self) -> ElasticCluster:
         return self.start()
@@ -457,6 +451,38 @@ def state_path() -> Path:
 def _ray_exe() -> str:
     exe = Path(sys.executable).with_name("ray")
     return str(exe) if exe.exists() else "ray"
+
+
+def _node_args(temp_dir: str, object_store_mb: int) -> list[str]:
+    """``ray start`` arguments every node of a kit cluster shares."""
+    return [
+        f"--temp-dir={temp_dir}",
+        f"--object-store-memory={object_store_mb * 2**20}",
+        "--disable-usage-stats",
+        f"--dashboard-agent-listen-port={free_port()}",
+    ]
+
+
+def _start_head(
+    temp_dir: str, port: int, dash: int, num_cpus: int, object_store_mb: int, env, *extra: str
+) -> None:
+    """``ray start --head`` on ``port``, dashboard on 127.0.0.1:``dash``, in ``temp_dir``."""
+    _run_ray(
+        [
+            "start",
+            "--head",
+            f"--port={port}",
+            f"--num-cpus={num_cpus}",
+            "--num-gpus=0",
+            f"--dashboard-host={LOCALHOST}",
+            f"--dashboard-port={dash}",
+            # a free port where Ray has a fixed default, so a learner's own Ray does not collide
+            f"--ray-client-server-port={free_port()}",
+            *_node_args(temp_dir, object_store_mb),
+            *extra,
+        ],
+        env,
+    )
 
 
 def _run_ray(args: list[str], env: dict[str, str]) -> None:
@@ -485,30 +511,8 @@ def up(
     env = dict(os.environ, RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0")
     env.pop("RAY_ADDRESS", None)
     port, dash = free_port(), free_port()
-    common = [
-        "--temp-dir",
-        temp_dir,
-        "--object-store-memory",
-        str(object_store_mb * 2**20),
-        "--disable-usage-stats",
-    ]
     try:
-        _run_ray(
-            [
-                "start",
-                "--head",
-                f"--port={port}",
-                f"--num-cpus={head_cpus}",
-                "--num-gpus=0",
-                f"--dashboard-host={LOCALHOST}",
-                f"--dashboard-port={dash}",
-                # free ports where Ray has fixed defaults, so a learner's own Ray does not collide
-                f"--ray-client-server-port={free_port()}",
-                f"--dashboard-agent-listen-port={free_port()}",
-                *common,
-            ],
-            env,
-        )
+        _start_head(temp_dir, port, dash, head_cpus, object_store_mb, env)
         address = f"{get_node_ip_address()}:{port}"
         for _ in range(workers):
             _run_ray(
@@ -517,14 +521,12 @@ def up(
                     f"--address={address}",
                     f"--num-cpus={cpus_per_worker}",
                     f"--num-gpus={gpus_per_worker:g}",
-                    f"--dashboard-agent-listen-port={free_port()}",
-                    *common,
+                    *_node_args(temp_dir, object_store_mb),
                 ],
                 env,
             )
     except Exception:
-        procs.terminate(processes_under(temp_dir))
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        _clear(temp_dir)
         raise
     time.sleep(1.0)
     procs_now = processes_under(temp_dir)
