@@ -298,7 +298,7 @@ def scaling_events(samples: list[dict[str, float]]) -> dict[str, float]:
 @dataclass
 class ElasticCluster:
     """An autoscaling cluster on this machine: a 0-CPU head whose autoscaler adds and removes
-    1-node-per-launch worker nodes (``cpus_per_node`` CPUs each) between ``min_workers`` and
+    worker nodes (``cpus_per_node`` CPUs each, each its own raylet) between ``min_workers`` and
     ``max_workers``, reacting to pending resource demand. Connect, use, always tear down.
     """
 
@@ -340,16 +340,12 @@ class ElasticCluster:
         )
         config_file = Path(self.temp_dir) / "autoscaling.yaml"
         config_file.write_text(yaml.safe_dump(self.config))
-        env = dict(
-            os.environ,
+        env = _ray_env(
             RAY_FAKE_CLUSTER="1",
             RAY_TMPDIR=self.temp_dir,
-            RAY_AUTH_MODE="token",
-            RAY_USAGE_STATS_ENABLED="0",
             RAY_enable_autoscaler_v2="0",
             RAY_OVERRIDE_NODE_ID_FOR_TESTING=FAKE_HEAD_NODE_ID,
         )
-        env.pop("RAY_ADDRESS", None)
         try:
             _start_head(
                 self.temp_dir,
@@ -485,6 +481,14 @@ def _start_head(
     )
 
 
+def _ray_env(**extra: str) -> dict[str, str]:
+    """The environment for a kit cluster's ``ray start``: token auth on, no usage stats, and no
+    ``RAY_ADDRESS`` (a new head must not try to join whatever cluster the shell points at)."""
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0", **extra)
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
 def _run_ray(args: list[str], env: dict[str, str]) -> None:
     out = subprocess.run([_ray_exe(), *args], env=env, capture_output=True, text=True, timeout=180)
     if out.returncode != 0:
@@ -508,8 +512,7 @@ def up(
     from ray._private.services import get_node_ip_address
 
     temp_dir = _short_tempdir("lkc-")
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0")
-    env.pop("RAY_ADDRESS", None)
+    env = _ray_env()
     port, dash = free_port(), free_port()
     try:
         _start_head(temp_dir, port, dash, head_cpus, object_store_mb, env)

@@ -28,10 +28,8 @@ def test_blog_cluster_yaml_fails_validation():
 def test_validator_catches_a_broken_copy_of_our_yaml():
     cfg = deploy.load("cluster-aws.yaml")
     broken = copy.deepcopy(cfg)
-    broken["available_node_types"]["cpu_worker"] = broken["available_node_types"].pop(
-        next(k for k in cfg["available_node_types"] if k != cfg["head_node_type"])
-    )
-    broken["available_node_types"]["cpu_worker"]["max_workrs"] = 3
+    worker = next(k for k in cfg["available_node_types"] if k != cfg["head_node_type"])
+    broken["available_node_types"][worker]["max_workrs"] = 3  # a typo the launcher must refuse
     assert deploy.cluster_config_problems(broken)
 
 
