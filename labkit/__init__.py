@@ -29,6 +29,7 @@ _LAZY_MODULES = {
     "cli",
     "data",
     "device",
+    "gpucheck",
     "loaders",
     "models",
     "plots",

@@ -77,29 +77,61 @@ def make_step(
     return step
 
 
-def saved_activation_bytes(
+_VIEW_NODES = {
+    "TBackward0",
+    "TransposeBackward0",
+    "ViewBackward0",
+    "ExpandBackward0",
+    "PermuteBackward0",
+    "UnsafeViewBackward0",
+    "ReshapeAliasBackward0",
+}
+
+
+def _is_weight_copy(t: torch.Tensor, param_ids: set[int]) -> bool:
+    """True if ``t`` is autocast's low-precision copy of a parameter (or a view of one)."""
+    fn, hops = t.grad_fn, 0
+    while fn is not None and type(fn).__name__ in _VIEW_NODES and hops < 4:
+        fn, hops = fn.next_functions[0][0], hops + 1
+    if fn is None or type(fn).__name__ != "ToCopyBackward0":
+        return False
+    return any(
+        type(nf).__name__ == "AccumulateGrad" and id(nf.variable) in param_ids
+        for nf, _ in fn.next_functions
+        if nf is not None
+    )
+
+
+def saved_tensor_bytes(
     model: nn.Module,
     loss_fn: Callable,
     x: torch.Tensor,
     y: torch.Tensor,
     device: torch.device,
     dtype: torch.dtype | None,
-) -> int:
-    """Bytes of tensors autograd saves for backward in one forward pass (each storage once)."""
-    seen: dict[int, int] = {}
+) -> dict[str, int]:
+    """What autograd keeps for backward after one forward pass, each storage counted once.
+
+    ``activations``: tensors computed from the data. ``weight_copies``: the bf16/fp16 copies of
+    the weights that autocast makes (its cast cache) and that backward needs too; they exist on
+    top of the fp32 weights, so they *add* memory. The fp32 weights themselves are not counted.
+    """
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    param_ids = {id(p) for p in model.parameters()}
+    acts: dict[int, int] = {}
+    copies: dict[int, int] = {}
 
     def pack(t: torch.Tensor):
         storage = t.untyped_storage()
         ptr = storage.data_ptr()
-        if ptr not in params:  # weights are kept anyway; count activations only
-            seen[ptr] = storage.nbytes()
+        if ptr not in params:  # weights are kept anyway
+            (copies if _is_weight_copy(t, param_ids) else acts)[ptr] = storage.nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast(device, dtype):
         loss = loss_fn(model(x), y)
     del loss
-    return sum(seen.values())
+    return {"activations": sum(acts.values()), "weight_copies": sum(copies.values())}
 
 
 def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
@@ -155,3 +187,81 @@ def peak_flops(device: torch.device) -> float | None:
         if key in name:
             return value
     return None
+
+
+def set_tf32(enabled: bool) -> None:
+    """fp32 matmuls on tensor cores as TF32 (``"high"``) or in full fp32 (``"highest"``)."""
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+
+
+def measure_config(
+    build: Callable[[], tuple[nn.Module, Callable, torch.Tensor, torch.Tensor]],
+    device: torch.device,
+    dtype: torch.dtype | None,
+    *,
+    steps: int,
+    warmup: int = 2,
+    tf32: bool = False,
+    count_flops: bool = True,
+) -> dict[str, float | int | None]:
+    """Train one freshly built workload for ``warmup + steps`` steps and measure it.
+
+    ``build()`` returns ``(model, loss_fn, x, y)`` on the CPU. Returns seconds per step (median),
+    samples and tokens per second, the peak memory allocated on CUDA (reset before the first
+    step, so it covers weights, gradients, Adam state and activations), what autograd saved
+    (:func:`saved_tensor_bytes`), the training state's bytes, the FLOPs of one step
+    (``torch.utils.flop_counter``) and, on a GPU whose peak is known, the MFU against its dense
+    bf16 peak. Everything is freed before it returns, so configurations do not share a peak.
+    """
+    import gc
+
+    cuda = device.type == "cuda"
+    set_tf32(tf32)
+    try:
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        net, loss_fn, xb, yb = build()
+        net, xb, yb = net.to(device), xb.to(device), yb.to(device)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-4, fused=cuda or None)
+        step = make_step(net, optimizer, loss_fn, device, dtype)
+        sec = measure_steps(step, [(xb, yb)] * (steps + warmup), device, warmup=warmup)
+        peak = torch.cuda.max_memory_allocated(device) if cuda else None
+        saved = saved_tensor_bytes(net, loss_fn, xb, yb, device, dtype)
+        state = state_bytes(net, optimizer)
+        flops = None
+        if count_flops:
+            with autocast(device, dtype):
+                flops = flops_per_step(net, loss_fn, xb, yb)
+        peak_flops_ = peak_flops(device)
+        tokens = xb.numel() if not xb.is_floating_point() else None
+        out = {
+            "s_per_step": sec,
+            "samples_per_s": xb.shape[0] / sec,
+            "tokens_per_s": tokens / sec if tokens else None,
+            "peak_bytes": peak,
+            "activations": saved["activations"],
+            "weight_copies": saved["weight_copies"],
+            "state_bytes": state,
+            "footprint": state + saved["activations"] + saved["weight_copies"],
+            "flops_per_step": flops,
+            "mfu": flops / sec / peak_flops_ if flops and peak_flops_ else None,
+        }
+        del net, optimizer, step, xb, yb
+        return out
+    finally:
+        set_tf32(False)
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+
+
+def attention_flops(batch: int, seq_len: int, d_model: int, layers: int) -> float:
+    """FLOPs of attention's two matmuls (QK^T and AV), forward and backward, without a mask.
+
+    ``torch.utils.flop_counter`` counts CUDA's fused ``scaled_dot_product_attention`` kernels
+    this way even when they are causal (a causal mask does half of it); it does not count the
+    CPU's fused kernel at all.
+    """
+    return 3 * layers * 2 * (2 * batch * seq_len * seq_len * d_model)

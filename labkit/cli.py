@@ -1,4 +1,4 @@
-"""``labkit doctor|run|clean|lab``: a thin command line over the kit's modules."""
+"""``labkit doctor|run|clean|lab|cluster|gpu-check``: a thin command line over the kit's modules."""
 
 from __future__ import annotations
 
@@ -308,6 +308,22 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- gpu-check
+
+
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    from labkit import gpucheck
+
+    return gpucheck.main(
+        Path(args.out) if args.out else None,
+        budget_s=args.budget,
+        device=args.device,
+        size=args.size,
+        only=args.only,
+        cell_timeout=args.cell_timeout,
+    )
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -350,6 +366,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head-cpus", type=int, default=1)
     p.add_argument("--gpus-per-worker", type=float, default=0, help="logical GPUs per worker node")
     p.set_defaults(func=cmd_cluster)
+
+    p = sub.add_parser(
+        "gpu-check", help="run the GPU-using notebooks headless inside a time budget"
+    )
+    p.add_argument("--out", help="output folder (default runs/gpu-check-<gpu>)")
+    p.add_argument("--budget", type=float, default=420, help="seconds (default 420)")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu", "auto"])
+    p.add_argument("--size", choices=params.SIZES, help="run every check at this size instead")
+    p.add_argument("--only", nargs="*", help="notebook numbers to run, e.g. 07 06")
+    p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
+    p.set_defaults(func=cmd_gpu_check)
 
     p = sub.add_parser("lab", help="open JupyterLab on notebooks/ (127.0.0.1, token auth)")
     p.add_argument("--port", type=int, default=8888)

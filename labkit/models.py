@@ -99,8 +99,33 @@ class ResNetSmall(nn.Module):
         return self.head(self.layers(self.stem(x)).mean(dim=(2, 3)))
 
 
-class TinyTransformer(nn.Module):
-    """A small decoder-style transformer language model (causal mask) over token ids."""
+class _DecoderBlock(nn.Module):
+    def __init__(self, d_model: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.proj = nn.Linear(d_model, d_model, bias=False)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.fc = nn.Linear(d_model, 4 * d_model, bias=False)
+        self.out = nn.Linear(4 * d_model, d_model, bias=False)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        b, t, d = h.shape
+        q, k, v = self.qkv(self.ln1(h)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
+        att = nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
+        h = h + self.proj(att.transpose(1, 2).reshape(b, t, d))
+        return h + self.out(nn.functional.gelu(self.fc(self.ln2(h)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    """A GPT-style decoder: pre-norm blocks, fused QKV, causal ``scaled_dot_product_attention``.
+
+    Sized for tensor cores at ``full`` (width a multiple of 64, head size 64 or 128); the same
+    code runs tiny on a CPU. Bias-free linears, as in current LLMs.
+    """
 
     def __init__(
         self,
@@ -111,17 +136,17 @@ class TinyTransformer(nn.Module):
         seq_len: int = 64,
     ):
         super().__init__()
+        if d_model % heads:
+            raise ValueError(f"d_model={d_model} must be a multiple of heads={heads}")
         self.embed = nn.Embedding(vocab, d_model)
-        self.pos = nn.Parameter(torch.zeros(1, seq_len, d_model))
-        layer = nn.TransformerEncoderLayer(
-            d_model, heads, 4 * d_model, dropout=0.0, batch_first=True, norm_first=True
-        )
-        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.pos = nn.Embedding(seq_len, d_model)
+        self.blocks = nn.ModuleList(_DecoderBlock(d_model, heads) for _ in range(layers))
         self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab)
+        self.head = nn.Linear(d_model, vocab, bias=False)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        t = tokens.shape[1]
-        mask = nn.Transformer.generate_square_subsequent_mask(t, device=tokens.device)
-        h = self.blocks(self.embed(tokens) + self.pos[:, :t], mask=mask, is_causal=True)
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        h = self.embed(tokens) + self.pos(positions)
+        for block in self.blocks:
+            h = block(h)
         return self.head(self.norm(h))

@@ -8,7 +8,8 @@ and ``RESULTS_DIR`` (``None`` by default). :func:`setup` resolves them, in this 
 3. the default a learner wants: ``small``, ``auto``, ``0``, ``runs/latest``.
 
 A bad value raises :class:`ParameterError` at once, before Ray starts, naming the valid values.
-This module imports no Ray and no torch, so that failure is fast.
+``DEVICE=cuda`` on a machine where torch cannot use CUDA raises :class:`labkit.device.DeviceError`
+at the same point, in every notebook. This module imports no Ray, and torch only for that check.
 """
 
 from __future__ import annotations
@@ -178,6 +179,12 @@ def setup(
         raise ParameterError("RESULTS_DIR is empty; give a folder such as runs/latest")
     results_dir = resolve_path(str(raw_dir))
     settings = _scale(scale, size)
+    if device == "cuda":
+        # Every notebook stops here, before Ray starts, when CUDA was asked for and is absent.
+        # (torch is imported only for this request, so a plain run stays fast.)
+        from labkit.device import choose
+
+        choose("cuda")
 
     random.seed(seed)
     try:

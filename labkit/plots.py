@@ -63,6 +63,48 @@ def bar(
     return ax
 
 
+def stacked(
+    parts: Mapping[str, Mapping[str, float]],
+    *,
+    title: str,
+    ylabel: str,
+    markers: Mapping[str, float] | None = None,
+    marker_label: str = "measured peak",
+    ax=None,
+):
+    """One stacked bar per label (``{bar: {part: value}}``), parts in a shared legend.
+
+    ``markers`` draws a black tick per bar (for example the measured peak memory over a
+    computed breakdown).
+    """
+    _need(title, ylabel)
+    if not parts:
+        raise ValueError("nothing to plot")
+    ax = _axes(ax)
+    labels = list(parts)
+    kinds = list(dict.fromkeys(k for v in parts.values() for k in v))
+    bottom = [0.0] * len(labels)
+    for i, kind in enumerate(kinds):
+        heights = [parts[label].get(kind, 0.0) for label in labels]
+        ax.bar(labels, heights, bottom=bottom, color=COLORS[i % len(COLORS)], label=kind)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    if markers:
+        xs = [i for i, label in enumerate(labels) if label in markers]
+        ax.scatter(
+            xs,
+            [markers[labels[i]] for i in xs],
+            marker="_",
+            s=900,
+            color="black",
+            label=marker_label,
+            zorder=3,
+        )
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    return ax
+
+
 def curves(
     x: Sequence[float],
     series: Mapping[str, Sequence[float]],

@@ -8,10 +8,12 @@ data and time spent computing.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -77,6 +79,67 @@ def tensor_batches(
 
 
 # ---------------------------------------------------------------- Ray Train
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """How many Ray Train workers to ask for, with what, and why (for the lesson to print)."""
+
+    workers: int
+    use_gpu: bool
+    cpus_per_worker: float
+    reason: str
+
+    def scaling_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``ray.train.ScalingConfig``."""
+        return {
+            "num_workers": self.workers,
+            "use_gpu": self.use_gpu,
+            "resources_per_worker": {"CPU": self.cpus_per_worker},
+        }
+
+
+def plan_workers(
+    resources: Mapping[str, float], *, use_gpu: bool, cpu_workers: int = 2
+) -> WorkerPlan:
+    """Size a DDP job from the resources the Ray cluster really has (``ray.cluster_resources()``).
+
+    On GPUs, DDP over NCCL needs one GPU per rank: one worker per whole GPU, never more, so a
+    1-GPU machine gets 1 worker instead of a worker group that waits for a GPU that is not there.
+    On CPUs, ``cpu_workers`` workers share the cores and leave one core for Ray Data, which feeds
+    them (on 2 cores: half a CPU each).
+    """
+    cpus = float(resources.get("CPU", 0))
+    if use_gpu:
+        gpus = math.floor(float(resources.get("GPU", 0)) + 1e-9)
+        if gpus < 1:
+            raise RuntimeError(
+                "DEVICE=cuda, but this Ray cluster has no whole GPU "
+                f"(ray.cluster_resources() shows GPU={resources.get('GPU', 0)}); "
+                "run with DEVICE=auto or on a cluster with GPUs"
+            )
+        cpus_per_worker = max(0.5, min(1.0, (cpus - 1) / gpus)) if cpus > 1 else cpus / gpus
+        reason = (
+            f"{gpus} GPU{'s' if gpus > 1 else ''}: DDP over NCCL needs one GPU per rank, "
+            f"so {gpus} worker{'s' if gpus > 1 else ''}"
+        )
+        if gpus == 1:
+            reason += (
+                "; a 2-worker run would need a second GPU (ScalingConfig(num_workers=2, "
+                "use_gpu=True) on this machine waits for it, then fails as infeasible)"
+            )
+        return WorkerPlan(gpus, True, cpus_per_worker, reason)
+    if cpu_workers < 1:
+        raise ValueError(f"cpu_workers must be >= 1, got {cpu_workers}")
+    if cpus <= 0:
+        raise RuntimeError("this Ray cluster has no CPUs to train on")
+    workers = min(cpu_workers, max(1, math.floor(cpus)))
+    cpus_per_worker = min(1.0, (cpus - 1) / workers) if cpus > 1 else cpus / (workers + 1)
+    reason = (
+        f"{cpus:g} CPUs: {workers} worker{'s' if workers > 1 else ''} with "
+        f"{cpus_per_worker:g} CPU each, leaving {cpus - workers * cpus_per_worker:g} for Ray Data"
+    )
+    return WorkerPlan(workers, False, cpus_per_worker, reason)
 
 
 def ray_train_loop(config: dict[str, Any]) -> dict[str, Any]:

@@ -29,11 +29,45 @@ def test_steps_train(dtype):
     assert losses[-1] < losses[0]
 
 
-def test_bf16_saves_activation_bytes():
+def test_bf16_halves_activations_and_adds_weight_copies():
     model, opt, x, y = _setup()
-    fp32 = amp.saved_activation_bytes(model, nn.functional.cross_entropy, x, y, CPU, None)
-    bf16 = amp.saved_activation_bytes(model, nn.functional.cross_entropy, x, y, CPU, torch.bfloat16)
-    assert 0 < bf16 < fp32
+    fp32 = amp.saved_tensor_bytes(model, nn.functional.cross_entropy, x, y, CPU, None)
+    bf16 = amp.saved_tensor_bytes(model, nn.functional.cross_entropy, x, y, CPU, torch.bfloat16)
+    assert 0 < bf16["activations"] < fp32["activations"]
+    assert fp32["weight_copies"] == 0
+    # Backward keeps the bf16 copies of the weights whose inputs need a gradient: the 2nd and
+    # 3rd layers (the 1st layer's input is data). 2 bytes an element.
+    assert bf16["weight_copies"] == 2 * (64 * 64 + 4 * 64)
+
+
+def _lm():
+    torch.manual_seed(0)
+    lm = models.GPT(vocab=64, d_model=32, heads=4, layers=2, seq_len=16)
+    toks = torch.randint(0, 64, (4, 17))
+
+    def loss_fn(logits, y):
+        return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+    return lm, loss_fn, toks[:, :-1], toks[:, 1:]
+
+
+def test_measure_config_reports_a_consistent_row():
+    rows = {
+        dt: amp.measure_config(_lm, CPU, dt, steps=2, warmup=1) for dt in (None, torch.bfloat16)
+    }
+    fp32, bf16 = rows[None], rows[torch.bfloat16]
+    params = list(_lm()[0].parameters())
+    weights, tensors = sum(p.numel() for p in params), len(params)
+    for row in rows.values():
+        assert row["s_per_step"] > 0 and row["peak_bytes"] is None and row["mfu"] is None
+        assert row["tokens_per_s"] == pytest.approx(4 * 16 / row["s_per_step"])
+        # weights, grads and two Adam moments in fp32, plus Adam's step counter per tensor
+        assert row["state_bytes"] == 4 * weights * 4 + 4 * tensors
+        assert row["footprint"] == row["state_bytes"] + row["activations"] + row["weight_copies"]
+    assert fp32["flops_per_step"] == bf16["flops_per_step"] > 0  # FLOPs do not depend on dtype
+    assert bf16["weight_copies"] > 0 == fp32["weight_copies"]
+    assert bf16["activations"] < fp32["activations"]
+    assert torch.get_float32_matmul_precision() == "highest"  # TF32 switched back off
 
 
 def test_state_bytes_counts_params_grads_and_adam():
@@ -59,5 +93,31 @@ def test_measure_steps_and_flops():
 
 def test_bigger_models_run():
     assert models.ResNetSmall(3, 10, width=8, blocks=1)(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
-    lm = models.TinyTransformer(vocab=50, d_model=32, heads=2, layers=1, seq_len=16)
+    lm = models.GPT(vocab=50, d_model=32, heads=2, layers=1, seq_len=16)
     assert lm(torch.zeros(2, 16, dtype=torch.long)).shape == (2, 16, 50)
+    with pytest.raises(ValueError, match="multiple of heads"):
+        models.GPT(d_model=30, heads=4)
+
+
+def test_gpt_is_causal():
+    torch.manual_seed(0)
+    lm = models.GPT(vocab=20, d_model=16, heads=2, layers=1, seq_len=8).eval()
+    a = torch.randint(0, 20, (1, 8))
+    b = a.clone()
+    b[0, 5:] = (b[0, 5:] + 1) % 20  # change only the future of position 4
+    with torch.no_grad():
+        assert torch.allclose(lm(a)[0, :5], lm(b)[0, :5], atol=1e-6)
+        assert not torch.allclose(lm(a)[0, 5:], lm(b)[0, 5:])
+
+
+def test_attention_flops_match_the_flop_counter():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    b, h, t, hd = 2, 4, 16, 8
+    q, k, v = (torch.randn(b, h, t, hd, requires_grad=True) for _ in range(3))
+    # The CPU's fused kernel is not in flop_counter's table; the math kernel's matmuls are, and
+    # are counted as the GPU's flash/efficient kernels are (without the causal half).
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    assert counter.get_total_flops() == amp.attention_flops(b, t, h * hd, layers=1)

@@ -48,3 +48,22 @@ def test_seed_everything_repeats_torch():
 def test_nvidia_smi_missing_gives_empty(monkeypatch):
     monkeypatch.setattr(device.shutil, "which", lambda _name: None)
     assert device.nvidia_smi_gpus() == []
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="this machine has CUDA")
+@pytest.mark.parametrize("how", ["cell", "env"])
+def test_setup_stops_every_notebook_on_cuda_without_cuda(how, monkeypatch, tmp_path):
+    """DEVICE=cuda without CUDA fails in labkit.setup, before a notebook starts Ray."""
+    import labkit
+
+    monkeypatch.delenv("LABKIT_DEVICE", raising=False)
+    kwargs = {"RESULTS_DIR": str(tmp_path)}
+    if how == "cell":
+        kwargs["DEVICE"] = "cuda"
+    else:
+        monkeypatch.setenv("LABKIT_DEVICE", "cuda")
+    with pytest.raises(DeviceError, match="DEVICE='cuda' was asked for"):
+        labkit.setup("01_remote_tasks", **kwargs)
+    assert (
+        labkit.setup("01_remote_tasks", DEVICE="auto", RESULTS_DIR=str(tmp_path)).device == "auto"
+    )

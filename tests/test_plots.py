@@ -69,3 +69,18 @@ def test_save_writes_png_next_to_records(fresh_params, results_dir):
     path = plots.save(plots.bar({"a": 1.0}, title="t", ylabel="x"), "demo")
     assert path == results_dir / "00_welcome_and_setup-demo.png"
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_stacked_bars_and_markers():
+    parts = {"fp32": {"state": 2.0, "activations": 4.0}, "bf16": {"state": 2.0, "copies": 1.0}}
+    ax = plots.stacked(parts, title="Memory", ylabel="GiB", markers={"fp32": 6.5})
+    assert len(ax.patches) == 6  # 3 kinds x 2 bars (missing parts drawn as zero height)
+    tops = {}
+    for patch in ax.patches:
+        x = round(patch.get_x() + patch.get_width() / 2)
+        tops[x] = max(tops.get(x, 0), patch.get_y() + patch.get_height())
+    assert tops == {0: 6.0, 1: 3.0}
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sorted(legend) == ["activations", "copies", "measured peak", "state"]
+    with pytest.raises(ValueError):
+        plots.stacked({}, title="t", ylabel="y")

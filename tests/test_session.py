@@ -38,6 +38,38 @@ def test_start_is_idempotent(local):
     assert session.current() is local
 
 
+def test_expected_teardown_noise_is_dropped_and_worker_prints_are_not(local, capfd):
+    import ray
+
+    assert session.filter_worker_logs()  # idempotent: the session already wrapped the handler
+    lines = [
+        "before",
+        "[2026 E 1] (gcs_server) gcs_actor_scheduler.cc:538: Failed to kill actor NIL_ID, return "
+        "status: Invalid: KillActor RPC failed for actor NIL_ID: RpcError: Socket closed",
+        "(gcs_server) Failed to kill actor 2b44f2873, return status: Invalid: KillActor RPC "
+        "failed for actor 2b44f2873: RpcError: RPC error: Socket closed rpc_code: 14",
+        "Exception in thread pool-1/completion-signaler:",
+        "Traceback (most recent call last):",
+        '  File "dynamic_work_queue.py", line 180, in _signal_completion',
+        "InterruptedError",
+        "after",
+    ]
+    assert session.drop_noise(lines) == ["before", "after"]
+
+    @ray.remote
+    def shout():
+        print("a line the learner should see")
+        print("Failed to kill actor ab12, return status: Invalid: KillActor RPC failed: dropped")
+
+    ray.get(shout.remote())
+    deadline = time.time() + 10
+    seen = ""
+    while "should see" not in seen and time.time() < deadline:
+        time.sleep(0.2)
+        seen += capfd.readouterr().out
+    assert "a line the learner should see" in seen and "ab12" not in seen
+
+
 def test_tasks_run_and_pids_are_recorded(local):
     import ray
 

@@ -59,3 +59,53 @@ def test_plain_ddp_trains_in_two_processes():
     assert all(e["rows"] == 128 for r in per_rank for e in r)
     # DDP keeps replicas in sync: both ranks see the same loss trend
     assert all(r[-1]["loss"] < r[0]["loss"] for r in per_rank)
+
+
+@pytest.mark.parametrize(
+    ("resources", "use_gpu", "workers", "cpus_each"),
+    [
+        ({"CPU": 2.0}, False, 2, 0.5),  # the CI box: half a CPU each, a core left for Ray Data
+        ({"CPU": 16.0}, False, 2, 1.0),
+        ({"CPU": 1.0}, False, 1, 0.5),
+        ({"CPU": 16.0, "GPU": 1.0}, True, 1, 1.0),  # one H200: one NCCL rank, not two
+        ({"CPU": 32.0, "GPU": 8.0}, True, 8, 1.0),
+        ({"CPU": 4.0, "GPU": 4.0}, True, 4, 0.75),
+        ({"CPU": 8.0, "GPU": 1.5}, True, 1, 1.0),  # half a GPU cannot host a rank
+    ],
+)
+def test_plan_workers_follows_the_cluster(resources, use_gpu, workers, cpus_each):
+    plan = lt.plan_workers(resources, use_gpu=use_gpu, cpu_workers=2)
+    assert (plan.workers, plan.use_gpu, plan.cpus_per_worker) == (workers, use_gpu, cpus_each)
+    kwargs = plan.scaling_kwargs()
+    assert kwargs["num_workers"] == workers and kwargs["resources_per_worker"] == {"CPU": cpus_each}
+    assert plan.workers * plan.cpus_per_worker <= resources["CPU"]
+    if use_gpu and workers == 1:
+        assert "second GPU" in plan.reason
+
+
+def test_plan_workers_without_a_whole_gpu_says_so():
+    with pytest.raises(RuntimeError, match="no whole GPU"):
+        lt.plan_workers({"CPU": 4.0, "GPU": 0.5}, use_gpu=True)
+    with pytest.raises(RuntimeError, match="no whole GPU"):
+        lt.plan_workers({"CPU": 4.0}, use_gpu=True)
+
+
+@pytest.mark.ray
+def test_plan_workers_with_logical_gpus_from_ray():
+    """The GPU path as CI can run it: Ray's logical GPUs stand in for 1 and for 3 real ones."""
+    import ray
+    from ray.train import ScalingConfig
+
+    ray.init(address="local", num_cpus=2, num_gpus=3, include_dashboard=False, log_to_driver=False)
+    try:
+        plan = lt.plan_workers(ray.cluster_resources(), use_gpu=True)
+        assert plan.workers == 3 and "3 GPUs" in plan.reason
+        scaling = ScalingConfig(**plan.scaling_kwargs())
+        assert scaling.num_workers == 3 and scaling.use_gpu
+        # Every worker's bundle fits at once: the worker group would start, not wait.
+        assert scaling.total_resources["GPU"] <= ray.cluster_resources()["GPU"]
+        assert scaling.total_resources["CPU"] <= ray.cluster_resources()["CPU"]
+        one = lt.plan_workers({**ray.cluster_resources(), "GPU": 1.0}, use_gpu=True)
+        assert one.workers == 1
+    finally:
+        ray.shutdown()

@@ -1,0 +1,161 @@
+"""``labkit gpu-check``: run the notebooks that use a GPU, headless, inside a time budget.
+
+A GPU machine is often lent for minutes, not hours. This runs the checks in order of what they
+prove, starts a notebook only when its expected time still fits the budget, and writes what it
+ran, what it skipped and why, every metric recorded and every plot into one folder, ready to be
+committed under ``results/<gpu-name>/``.
+
+Notebooks run through ``nbclient`` (no papermill needed, so it also works where only nbclient is
+installed); parameters travel as ``LABKIT_*`` variables, which every notebook reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from labkit import params
+
+
+@dataclass(frozen=True)
+class Check:
+    """One notebook run: which notebook, at what size, and how long it takes on a GPU box."""
+
+    notebook: str  # the number, e.g. "07"
+    size: str
+    expect_s: float  # measured on a 16-core GPU box (an estimate where not yet measured)
+    why: str
+
+
+# In order of what they prove. 07 at full holds the AMP / MFU measurement and the 1-GPU Train
+# path; 06 at full feeds a GPU from Ray Data; the rest use the GPU at small size.
+CHECKS: tuple[Check, ...] = (
+    Check("07", "full", 240, "Ray Train on the GPUs present, GPT AMP with MFU and memory"),
+    Check("06", "full", 240, "Ray Data feeding a GPU at full size"),
+    Check("00", "small", 40, "real GPUs in a session"),
+    Check("02", "small", 60, "GPU actors, pending when GPUs run out"),
+    Check("04", "small", 90, "GPU scheduling on a local cluster next to real GPUs"),
+    Check("03", "small", 60, "objects and memory with DEVICE=cuda"),
+)
+
+
+def plan(checks: tuple[Check, ...], budget_s: float, elapsed_s: float = 0.0) -> list[Check]:
+    """The checks to run, in order, whose expected times fit ``budget_s`` after ``elapsed_s``."""
+    out, t = [], elapsed_s
+    for check in checks:
+        if t + check.expect_s <= budget_s:
+            out.append(check)
+            t += check.expect_s
+    return out
+
+
+def gpu_slug() -> str:
+    """A folder name for this machine's accelerator, e.g. ``nvidia-h200`` (``cpu`` without one)."""
+    from labkit.device import real_gpu_count
+
+    if not real_gpu_count():
+        return "cpu"
+    import torch
+
+    name = torch.cuda.get_device_name(0)
+    count = torch.cuda.device_count()
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    slug = re.sub(r"-(sxm|pcie|nvl)[0-9a-z-]*$", "", slug)
+    return slug if count == 1 else f"{count}x-{slug}"
+
+
+def run_notebook(path: Path, out_dir: Path, env: dict[str, str], cell_timeout: int) -> dict:
+    """Execute one notebook with ``env`` set; save it executed; return status and seconds."""
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    start = time.monotonic()
+    outcome: dict[str, Any] = {"notebook": path.stem, "status": "ok", "error": ""}
+    try:
+        client = nbclient.NotebookClient(
+            nb,
+            timeout=cell_timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        )
+        client.execute()
+    except Exception as exc:  # noqa: BLE001 - report it and go on to the next check
+        outcome["status"] = "FAILED"
+        ename = getattr(exc, "ename", type(exc).__name__)
+        evalue = getattr(exc, "evalue", str(exc))
+        outcome["error"] = f"{ename}: {evalue}".strip().splitlines()[0][:500]
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    outcome["seconds"] = time.monotonic() - start
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, out_dir / path.name)
+    return outcome
+
+
+def main(
+    out: Path | None = None,
+    *,
+    budget_s: float = 420,
+    device: str = "cuda",
+    size: str | None = None,
+    only: list[str] | None = None,
+    cell_timeout: int = 600,
+) -> int:
+    """Run the checks that fit; write ``summary.md``/``summary.json``; 0 if all that ran passed.
+
+    ``size`` replaces every check's size (``smoke`` exercises the script on a CPU box); ``only``
+    keeps the checks whose notebook number is listed.
+    """
+    from labkit.cli import write_summary
+
+    checks = tuple(c for c in CHECKS if not only or c.notebook in only)
+    if size:
+        checks = tuple(Check(c.notebook, size, c.expect_s, c.why) for c in checks)
+    out = Path(out) if out else params.repo_root() / "runs" / f"gpu-check-{gpu_slug()}"
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    nb_dir = params.repo_root() / "notebooks"
+    start = time.monotonic()
+    outcomes, skipped = [], []
+    for check in checks:
+        elapsed = time.monotonic() - start
+        if not plan((check,), budget_s, elapsed):
+            skipped.append({**asdict(check), "reason": f"{elapsed:.0f} s used of {budget_s:.0f}"})
+            print(f"gpu-check: skip {check.notebook} at {check.size}: over the budget", flush=True)
+            continue
+        (path,) = sorted(nb_dir.glob(f"{check.notebook}_*.ipynb"))
+        env = {
+            "LABKIT_SIZE": check.size,
+            "LABKIT_DEVICE": device,
+            "LABKIT_RESULTS_DIR": str(out),
+            "RAY_ADDRESS": "",
+        }
+        print(f"gpu-check: {path.stem} at {check.size}, DEVICE={device} ...", flush=True)
+        outcome = run_notebook(path, out / "executed", env, cell_timeout)
+        outcome.update(size=check.size, device=device)
+        outcomes.append(outcome)
+        print(
+            f"gpu-check: {path.stem} {outcome['status']} in {outcome['seconds']:.0f} s "
+            f"{outcome['error']}",
+            flush=True,
+        )
+    write_summary(out, outcomes)
+    (out / "summary.json").write_text(
+        json.dumps(
+            {"gpu": gpu_slug(), "budget_s": budget_s, "ran": outcomes, "skipped": skipped}, indent=1
+        )
+    )
+    print(f"gpu-check: {len(outcomes)} ran, {len(skipped)} skipped; results in {out}", flush=True)
+    return 1 if any(o["status"] != "ok" for o in outcomes) else 0

@@ -1,0 +1,52 @@
+"""labkit gpu-check: the budget planner, and one real run of the script on the CPU."""
+
+import json
+
+import pytest
+
+from labkit import cli, gpucheck
+from labkit.gpucheck import Check
+
+
+def test_plan_keeps_the_order_and_skips_what_does_not_fit():
+    checks = (
+        Check("07", "full", 200, ""),
+        Check("06", "full", 300, ""),
+        Check("00", "small", 50, ""),
+    )
+    assert [c.notebook for c in gpucheck.plan(checks, 420)] == ["07", "00"]
+    assert [c.notebook for c in gpucheck.plan(checks, 600)] == ["07", "06", "00"]
+    assert gpucheck.plan(checks, 420, elapsed_s=400) == []
+
+
+def test_default_checks_put_the_gpu_proofs_first_and_fit_about_seven_minutes():
+    names = [(c.notebook, c.size) for c in gpucheck.CHECKS]
+    assert names[:2] == [("07", "full"), ("06", "full")]
+    assert [c.notebook for c in gpucheck.plan(gpucheck.CHECKS, 420)][:1] == ["07"]
+
+
+def test_gpu_slug_names_the_machine():
+    assert gpucheck.gpu_slug() == "cpu" or gpucheck.gpu_slug().startswith(("nvidia", "1x", "2x"))
+
+
+@pytest.mark.ray
+def test_gpu_check_runs_headless_on_the_cpu(tmp_path):
+    """The same script a GPU box runs, exercised with DEVICE=cpu on notebook 00 at smoke."""
+    out = tmp_path / "check"
+    code = cli.main(
+        ["gpu-check", "--out", str(out), "--device", "cpu", "--size", "smoke", "--only", "00"]
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert code == 0, summary
+    assert [r["notebook"] for r in summary["ran"]] == ["00_welcome_and_setup"]
+    assert summary["ran"][0]["status"] == "ok" and summary["skipped"] == []
+    assert (out / "executed" / "00_welcome_and_setup.ipynb").is_file()
+    assert (out / "00_welcome_and_setup.jsonl").is_file()
+    assert "| 00_welcome_and_setup | ok |" in (out / "summary.md").read_text()
+
+
+def test_gpu_check_skips_over_budget(tmp_path):
+    out = tmp_path / "check"
+    assert cli.main(["gpu-check", "--out", str(out), "--budget", "1", "--device", "cpu"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ran"] == [] and len(summary["skipped"]) == len(gpucheck.CHECKS)
