@@ -126,7 +126,10 @@ def saved_tensor_bytes(
         ptr = storage.data_ptr()
         if ptr not in params:  # weights are kept anyway
             (copies if _is_weight_copy(t, param_ids) else acts)[ptr] = storage.nbytes()
-        return t
+        # Keep the storage (so no later tensor reuses its address while we count) but not the
+        # autograd node: a saved *output* returned as is would point back at its own node, a
+        # cycle that can keep the whole graph alive after this function returns.
+        return t.detach()
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast(device, dtype):
         loss = loss_fn(model(x), y)
@@ -207,11 +210,11 @@ def measure_config(
     """Train one freshly built workload for ``warmup + steps`` steps and measure it.
 
     ``build()`` returns ``(model, loss_fn, x, y)`` on the CPU. Returns seconds per step (median),
-    samples and tokens per second, the peak memory allocated on CUDA (reset before the first
-    step, so it covers weights, gradients, Adam state and activations), what autograd saved
+    samples and tokens per second, the peak memory this configuration allocated on CUDA (above
+    what was allocated before it; it covers weights, gradients, Adam state and activations), what autograd saved
     (:func:`saved_tensor_bytes`), the training state's bytes, the FLOPs of one step
     (``torch.utils.flop_counter``) and, on a GPU whose peak is known, the MFU against its dense
-    bf16 peak. Everything is freed before it returns, so configurations do not share a peak.
+    bf16 peak, and ``leaked_bytes``: CUDA memory still allocated after everything was freed.
     """
     import gc
 
@@ -219,15 +222,18 @@ def measure_config(
     set_tf32(tf32)
     try:
         gc.collect()
+        before = 0
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
+            before = torch.cuda.memory_allocated(device)
         net, loss_fn, xb, yb = build()
         net, xb, yb = net.to(device), xb.to(device), yb.to(device)
         optimizer = torch.optim.Adam(net.parameters(), lr=1e-4, fused=cuda or None)
         step = make_step(net, optimizer, loss_fn, device, dtype)
         sec = measure_steps(step, [(xb, yb)] * (steps + warmup), device, warmup=warmup)
-        peak = torch.cuda.max_memory_allocated(device) if cuda else None
+        # This configuration's own peak: anything still allocated before it does not count.
+        peak = torch.cuda.max_memory_allocated(device) - before if cuda else None
         saved = saved_tensor_bytes(net, loss_fn, xb, yb, device, dtype)
         state = state_bytes(net, optimizer)
         flops = None
@@ -249,6 +255,9 @@ def measure_config(
             "mfu": flops / sec / peak_flops_ if flops and peak_flops_ else None,
         }
         del net, optimizer, step, xb, yb
+        gc.collect()
+        # Memory this measurement left allocated (0 unless something still holds its tensors).
+        out["leaked_bytes"] = torch.cuda.memory_allocated(device) - before if cuda else 0
         return out
     finally:
         set_tf32(False)

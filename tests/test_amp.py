@@ -60,6 +60,7 @@ def test_measure_config_reports_a_consistent_row():
     weights, tensors = sum(p.numel() for p in params), len(params)
     for row in rows.values():
         assert row["s_per_step"] > 0 and row["peak_bytes"] is None and row["mfu"] is None
+        assert row["leaked_bytes"] == 0
         assert row["tokens_per_s"] == pytest.approx(4 * 16 / row["s_per_step"])
         # weights, grads and two Adam moments in fp32, plus Adam's step counter per tensor
         assert row["state_bytes"] == 4 * weights * 4 + 4 * tensors
