@@ -19,10 +19,12 @@ def test_plan_keeps_the_order_and_skips_what_does_not_fit():
     assert gpucheck.plan(checks, 420, elapsed_s=400) == []
 
 
-def test_default_checks_put_the_gpu_proofs_first_and_fit_about_seven_minutes():
+def test_default_checks_fit_about_seven_minutes_with_07_first_and_06_last():
     names = [(c.notebook, c.size) for c in gpucheck.CHECKS]
-    assert names[:2] == [("07", "full"), ("06", "full")]
-    assert [c.notebook for c in gpucheck.plan(gpucheck.CHECKS, 420)][:1] == ["07"]
+    assert names[0] == ("07", "full") and names[-1] == ("06", "full")
+    assert {s for n, s in names[1:-1]} == {"small"}
+    assert [c.notebook for c in gpucheck.plan(gpucheck.CHECKS, 420)] == ["07", "00", "02", "04"]
+    assert len(gpucheck.plan(gpucheck.CHECKS, 630)) == len(gpucheck.CHECKS)
 
 
 def test_gpu_slug_names_the_machine():
