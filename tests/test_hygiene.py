@@ -36,6 +36,8 @@ def test_notebook_is_stripped_and_follows_the_contract(path):
     assert f'"{path.stem}"' in setup_cell and "labkit.setup(" in setup_cell, (
         "the cell after the parameters must call labkit.setup with the notebook's own name"
     )
+    for name in CONTRACT:  # so DEVICE=cuda without CUDA stops every notebook in its setup
+        assert f"{name}={name}" in setup_cell, f"pass {name}={name} to labkit.setup"
     text = "\n".join(c.source for c in nb.cells)
     assert "## Summary" in text and "Exercise" in text and "# CHECK" in text
     source = "\n".join(c.source for c in code)
