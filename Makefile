@@ -11,7 +11,7 @@ NOTEBOOKS := $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
 # A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
 CELL_TIMEOUT ?= 600
 
-.PHONY: install lab test run lint strip clean doctor
+.PHONY: install lab test test-exercises exercises run lint strip clean doctor
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Ray LabKit needs Python >= 3.11"'
@@ -29,6 +29,15 @@ test: install
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
 	  $(PY) -m pytest tests --nbmake $(NOTEBOOKS) --nbmake-timeout=$(CELL_TIMEOUT) \
 	  --durations=0 --durations-min=1.0
+
+# Learner copies in exercises/ (answers stubbed); `make lab` writes them too.
+exercises: install
+	$(VENV)/bin/labkit exercises
+
+# Every learner copy executed: each must stop at its first check with "... is not set yet".
+test-exercises: install
+	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-exercises RAY_ADDRESS= \
+	  $(VENV)/bin/labkit exercises --run $(NB)
 
 run: install
 	$(VENV)/bin/labkit run $(NB) $(foreach kv,$(P),-p $(kv))

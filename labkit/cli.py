@@ -1,4 +1,4 @@
-"""``labkit doctor|run|clean|lab|cluster|gpu-check``: a thin command line over the kit's modules."""
+"""``labkit doctor|run|clean|lab|cluster|gpu-check|exercises``: a thin command line over the kit."""
 
 from __future__ import annotations
 
@@ -242,7 +242,11 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def lab_command(port: int, token: str, open_browser: bool) -> list[str]:
-    """The JupyterLab command: bound to 127.0.0.1, token auth on, rooted at notebooks/."""
+    """The JupyterLab command: bound to 127.0.0.1, token auth on, rooted at the repository.
+
+    The root holds ``notebooks/`` (the lessons, answers collapsed) and ``exercises/`` (the
+    learner copies); JupyterLab opens on ``exercises/``.
+    """
     cmd = [
         sys.executable,
         "-m",
@@ -251,7 +255,8 @@ def lab_command(port: int, token: str, open_browser: bool) -> list[str]:
         f"--port={port}",
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={params.repo_root() / 'notebooks'}",
+        f"--ServerApp.root_dir={params.repo_root()}",
+        "--LabApp.default_url=/lab/tree/exercises",
         "--ServerApp.allow_remote_access=False",
     ]
     if not open_browser:
@@ -264,6 +269,10 @@ def lab_command(port: int, token: str, open_browser: bool) -> list[str]:
 def cmd_lab(args: argparse.Namespace) -> int:
     import secrets
 
+    from labkit.exercises import write_learner_copies
+
+    copies = write_learner_copies()
+    print(f"learner copies: {len(copies)} notebooks in {copies[0].parent}/ (answers in notebooks/)")
     token = os.environ.get("LABKIT_LAB_TOKEN") or secrets.token_hex(24)
     cmd = lab_command(args.port, token, not args.no_browser)
     print(f"JupyterLab on http://127.0.0.1:{args.port}/lab?token={token}", flush=True)
@@ -324,6 +333,28 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     )
 
 
+# ---------------------------------------------------------------- exercises
+
+
+def cmd_exercises(args: argparse.Namespace) -> int:
+    from labkit import exercises
+
+    out = Path(args.out) if args.out else None
+    copies = exercises.write_learner_copies(out)
+    print(f"labkit exercises: {len(copies)} learner copies in {copies[0].parent}")
+    if args.run is None:
+        return 0
+    chosen = [c for c in copies if not args.run or c.name[:2] in args.run]
+    failed = 0
+    for path in chosen:
+        start = time.monotonic()
+        ok, why = exercises.stops_at_first_check(path, timeout=args.cell_timeout)
+        failed += not ok
+        status = "ok" if ok else "WRONG"
+        print(f"labkit exercises: {path.name} {status} in {time.monotonic() - start:.0f} s: {why}")
+    return 1 if failed else 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -378,7 +409,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
     p.set_defaults(func=cmd_gpu_check)
 
-    p = sub.add_parser("lab", help="open JupyterLab on notebooks/ (127.0.0.1, token auth)")
+    p = sub.add_parser(
+        "exercises", help="write learner copies to exercises/ (answers stubbed, checks kept)"
+    )
+    p.add_argument("--out", help="output folder (default exercises/)")
+    p.add_argument(
+        "--run",
+        nargs="*",
+        metavar="NN",
+        help="also execute the copies (all, or these numbers): each must stop at its first check",
+    )
+    p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
+    p.set_defaults(func=cmd_exercises)
+
+    p = sub.add_parser("lab", help="open JupyterLab (127.0.0.1, token auth) on the learner copies")
     p.add_argument("--port", type=int, default=8888)
     p.add_argument("--no-browser", action="store_true")
     p.set_defaults(func=cmd_lab)

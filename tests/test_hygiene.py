@@ -40,6 +40,20 @@ def test_notebook_is_stripped_and_follows_the_contract(path):
         assert f"{name}={name}" in setup_cell, f"pass {name}={name} to labkit.setup"
     text = "\n".join(c.source for c in nb.cells)
     assert "## Summary" in text and "Exercise" in text and "# CHECK" in text
+    tagged = [(i, c.metadata.get("tags", [])) for i, c in enumerate(nb.cells)]
+    answers = [i for i, t in tagged if "answer" in t]
+    assert answers, f"{path.name}: tag each exercise's answer cell 'answer'"
+    for i in answers:
+        nxt = nb.cells[i + 1] if i + 1 < len(nb.cells) else None
+        assert nxt is not None and "check" in nxt.metadata.get("tags", []), (
+            f"{path.name}: answer cell {i} must be followed by a cell tagged 'check'"
+        )
+        assert re.search(r"^\s*assert\b", nxt.source, re.M), f"{path.name}: check {i + 1} asserts"
+        hidden = nb.cells[i].metadata.get("jupyter", {}).get("source_hidden")
+        assert hidden, f"{path.name}: answer cell {i} opens collapsed (jupyter.source_hidden)"
+    for i, t in tagged:
+        if "check" in t:
+            assert i - 1 in answers, f"{path.name}: check cell {i} follows no answer cell"
     source = "\n".join(c.source for c in code)
     assert "0.0.0.0" not in source, "never bind to 0.0.0.0"
     assert not re.search(r"ray\.init\(\s*\)", source), "a bare ray.init() may join another's Ray"

@@ -1,5 +1,6 @@
 """`make lab`'s server: starts on 127.0.0.1, answers only with the token, and is stopped."""
 
+import json
 import os
 import subprocess
 import sys
@@ -43,6 +44,15 @@ def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
                 assert proc.poll() is None, proc.stdout.read()
                 time.sleep(0.5)
         assert status == 200
+        # The learner copies were written first, and the server (rooted at the repository)
+        # lists them next to the lessons.
+        for folder in ("exercises", "notebooks"):
+            req = urllib.request.Request(
+                f"{base}/api/contents/{folder}",
+                headers={"Authorization": "token labkit-test-token"},
+            )
+            listing = json.loads(urllib.request.urlopen(req, timeout=10).read())
+            assert any(i["name"].startswith("01_") for i in listing["content"]), folder
         try:
             urllib.request.urlopen(base + "/api/status", timeout=5)
             raise AssertionError("the server answered without a token")

@@ -1,0 +1,207 @@
+"""Learner copies of the notebooks: the answers taken out, the checks kept.
+
+In ``notebooks/`` every exercise is an ``answer`` cell (a worked answer, shown collapsed) followed
+by a ``check`` cell whose ``assert``s test what the answer built. :func:`learner_copy` keeps every
+cell but turns each answer into a ``# YOUR CODE HERE`` stub that leaves the names the check needs
+set to ``None``, and starts each check by saying which of them is still missing. ``labkit
+exercises`` writes the copies to ``exercises/`` (git-ignored); ``make lab`` does it too.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from pathlib import Path
+
+from labkit import params
+
+ANSWER, CHECK = "answer", "check"
+STUB_HEADER = "# YOUR CODE HERE"
+
+
+def tags(cell) -> list[str]:
+    """A cell's tags (an empty list when it has none)."""
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def defined_names(source: str) -> list[str]:
+    """Names a cell binds at its top level (assignments, ``def``, ``class``, imports), in order."""
+    names: list[str] = []
+
+    def add(name: str) -> None:
+        if name not in names:
+            names.append(name)
+
+    def targets(node: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            add(node.id)
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            for elt in node.elts:
+                targets(elt)
+        elif isinstance(node, ast.Starred):
+            targets(node.value)
+
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                targets(target)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets(node.target)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    targets(item.optional_vars)
+            for inner in node.body:
+                if isinstance(inner, ast.Assign):
+                    for target in inner.targets:
+                        targets(target)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                add((alias.asname or alias.name).split(".")[0])
+    return names
+
+
+def used_names(source: str) -> set[str]:
+    """Names a cell reads anywhere (``Name`` loads), builtins left out."""
+    used = {
+        node.id
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+    }
+    return used - set(dir(builtins))
+
+
+def needed_names(answer: str, check: str) -> list[str]:
+    """The names the answer defines and the check reads: what a learner must provide."""
+    used = used_names(check)
+    needed = [n for n in defined_names(answer) if n in used]
+    if not needed:
+        raise ValueError("the check cell reads nothing that the answer cell defines")
+    return needed
+
+
+def stub(names: list[str], comment: str = "") -> str:
+    """The learner's answer cell: a prompt, and every needed name left unset."""
+    lines = [f"{STUB_HEADER}: set {', '.join(names)} (see the exercise above)"]
+    if comment:
+        lines.append(f"# {comment}")
+    lines += [f"{name} = None" for name in names]
+    return "\n".join(lines)
+
+
+def missing_guard(names: list[str]) -> str:
+    """Lines that start a learner's check cell: say which answer is still missing."""
+    return "\n".join(
+        f'assert {name} is not None, "{name} is not set yet: write your answer in the cell above"'
+        for name in names
+    )
+
+
+def exercise_pairs(nb) -> list[tuple[int, int]]:
+    """``(answer index, check index)`` for each exercise; an answer must be followed by a check."""
+    pairs = []
+    for i, cell in enumerate(nb.cells):
+        if ANSWER not in tags(cell):
+            continue
+        nxt = nb.cells[i + 1] if i + 1 < len(nb.cells) else None
+        if nxt is None or CHECK not in tags(nxt):
+            raise ValueError(f"cell {i} is tagged '{ANSWER}' but the next cell is not a check")
+        pairs.append((i, i + 1))
+    return pairs
+
+
+def learner_copy(nb):
+    """A copy of ``nb`` with each answer stubbed and each check guarded; all else kept."""
+    import copy
+
+    out = copy.deepcopy(nb)
+    for a, c in exercise_pairs(out):
+        answer, check = out.cells[a], out.cells[c]
+        names = needed_names(answer.source, check.source)
+        answer.source = stub(names)
+        answer.metadata.pop("jupyter", None)  # open, not collapsed
+        answer.outputs, answer.execution_count = [], None
+        check.source = missing_guard(names) + "\n" + check.source
+    return out
+
+
+def write_learner_copies(out_dir: str | Path | None = None) -> list[Path]:
+    """Write a learner copy of every notebook in ``notebooks/`` to ``out_dir`` (``exercises/``)."""
+    import nbformat
+
+    root = params.repo_root()
+    out = Path(out_dir) if out_dir else root / "exercises"
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = learner_copy(nbformat.read(path, as_version=4))
+        target = out / path.name
+        nbformat.write(nb, target)
+        written.append(target)
+    return written
+
+
+def run_until_first_error(path: str | Path, env: dict[str, str] | None = None, timeout=600):
+    """Execute a notebook until its first error; return ``(cell index, ename, evalue)``.
+
+    ``(None, None, None)`` if it ran to the end. After an error it still runs the notebook's
+    last code cell (its teardown: stopping the session or cluster), as a learner would, so no
+    Ray process outlives the kernel. Used to show that a learner copy stops at its first
+    check, with the message that says what is missing.
+    """
+    import os
+
+    import nbclient
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    failed = None
+    try:
+        client = nbclient.NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        )
+        with client.setup_kernel():
+            for i in code:
+                try:
+                    client.execute_cell(nb.cells[i], i)
+                except nbclient.exceptions.CellExecutionError:
+                    failed = i
+                    break
+            if failed is not None and failed != code[-1]:
+                try:
+                    client.execute_cell(nb.cells[code[-1]], code[-1])
+                except nbclient.exceptions.CellExecutionError:
+                    pass
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if failed is None:
+        return None, None, None
+    error = next(o for o in nb.cells[failed].outputs if o.get("output_type") == "error")
+    return failed, error["ename"], error["evalue"]
+
+
+def stops_at_first_check(path: str | Path, timeout: int = 600) -> tuple[bool, str]:
+    """Run a learner copy: it must stop at its first ``check`` cell, saying what is missing."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    first_check = next(i for i, c in enumerate(nb.cells) if CHECK in tags(c))
+    index, ename, evalue = run_until_first_error(path, timeout=timeout)
+    if index is None:
+        return False, "ran to the end: an answer was not stubbed"
+    where = f"cell {index} ({'the first check' if index == first_check else 'not the first check'})"
+    ok = index == first_check and ename == "AssertionError" and "is not set yet" in evalue
+    return ok, f"{where}: {ename}: {evalue}"

@@ -1,0 +1,92 @@
+"""Learner copies: answers stubbed with their names left unset, checks kept and guarded."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from labkit import exercises as ex
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+
+
+def _nb(answer: str, check: str):
+    nb = nbformat.v4.new_notebook()
+    a = nbformat.v4.new_code_cell(answer, metadata={"tags": ["answer"]})
+    c = nbformat.v4.new_code_cell(check, metadata={"tags": ["check"]})
+    nb.cells = [nbformat.v4.new_markdown_cell("## Exercise"), a, c]
+    return nb
+
+
+def test_names_the_check_needs_from_the_answer():
+    answer = (
+        "import numpy as np\nLIMIT = 10\ndef f(x):\n    return x\nclass C: pass\n"
+        "a, (b, *c) = 1, (2, 3)\nwith open('x') as fh:\n    d = 1\n"
+    )
+    assert ex.defined_names(answer) == ["np", "LIMIT", "f", "C", "a", "b", "c", "fh", "d"]
+    assert ex.needed_names(answer, "assert f(LIMIT) == d and len(c) == 1") == [
+        "LIMIT",
+        "f",
+        "c",
+        "d",
+    ]
+    with pytest.raises(ValueError, match="reads nothing"):
+        ex.needed_names("x = 1", "assert True")
+
+
+def test_learner_copy_stubs_answers_and_guards_checks():
+    nb = _nb(
+        "# ANSWER\ndef first_k(refs, k):\n    return refs[:k]\n", "assert first_k([1, 2], 1) == [1]"
+    )
+    nb.cells[1].metadata["jupyter"] = {"source_hidden": True}
+    copy = ex.learner_copy(nb)
+    assert len(copy.cells) == len(nb.cells) and copy.cells[0] == nb.cells[0]
+    stub, check = copy.cells[1].source, copy.cells[2].source
+    assert stub.startswith(ex.STUB_HEADER) and "first_k = None" in stub and "return" not in stub
+    assert "jupyter" not in copy.cells[1].metadata  # the learner's cell opens expanded
+    assert check.endswith("assert first_k([1, 2], 1) == [1]")
+    namespace = {}
+    exec(stub, namespace)
+    with pytest.raises(AssertionError, match="first_k is not set yet"):
+        exec(check, namespace)
+    assert "def first_k" in nb.cells[1].source  # the original is untouched
+
+
+def test_an_answer_without_a_check_is_an_error():
+    nb = _nb("x = 1", "assert x == 1")
+    nb.cells[2].metadata["tags"] = []
+    with pytest.raises(ValueError, match="not a check"):
+        ex.exercise_pairs(nb)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_lesson_has_learner_copies_that_keep_everything_but_the_answers(path):
+    nb = nbformat.read(path, as_version=4)
+    pairs = ex.exercise_pairs(nb)
+    assert len(pairs) >= 2, "each lesson has at least two exercises"
+    copy = ex.learner_copy(nb)
+    answers = {a for a, _ in pairs}
+    for i, (orig, new) in enumerate(zip(nb.cells, copy.cells, strict=True)):
+        if i in answers:
+            assert new.source.startswith(ex.STUB_HEADER) and "= None" in new.source
+            compile(new.source, f"{path.name} stub {i}", "exec")
+        elif i - 1 in answers:
+            assert new.source.endswith(orig.source) and "is not set yet" in new.source
+        else:
+            assert new == orig
+
+
+def test_write_learner_copies(tmp_path):
+    written = ex.write_learner_copies(tmp_path)
+    assert [p.name for p in written] == [p.name for p in NOTEBOOKS]
+
+
+@pytest.mark.ray
+def test_the_learner_copy_of_01_stops_at_its_first_check(tmp_path, monkeypatch):
+    """Executed as a learner gets it, 01 runs its lesson and fails at the first check."""
+    monkeypatch.setenv("LABKIT_SIZE", "smoke")
+    monkeypatch.setenv("LABKIT_RESULTS_DIR", str(tmp_path / "results"))
+    (copy,) = [p for p in ex.write_learner_copies(tmp_path) if p.name.startswith("01_")]
+    ok, why = ex.stops_at_first_check(copy)
+    assert ok, why
+    assert "fast_pipeline is not set yet" in why
