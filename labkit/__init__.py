@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from labkit.checks import expect_error
 from labkit.measure import compare, record, speedup, timeit
 from labkit.params import ParameterError, Params, setup
 
@@ -17,6 +18,7 @@ __all__ = [
     "ParameterError",
     "Params",
     "compare",
+    "expect_error",
     "record",
     "setup",
     "speedup",
@@ -30,8 +32,10 @@ _LAZY_MODULES = {
     "data",
     "device",
     "gpucheck",
+    "exercises",
     "loaders",
     "models",
+    "nbrun",
     "plots",
     "procs",
     "session",

@@ -151,42 +151,28 @@ def run_until_first_error(path: str | Path, env: dict[str, str] | None = None, t
     Ray process outlives the kernel. Used to show that a learner copy stops at its first
     check, with the message that says what is missing.
     """
-    import os
-
     import nbclient
     import nbformat
+
+    from labkit.nbrun import client, environ
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
     failed = None
-    try:
-        client = nbclient.NotebookClient(
-            nb,
-            timeout=timeout,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(path.parent)}},
-        )
-        with client.setup_kernel():
-            for i in code:
-                try:
-                    client.execute_cell(nb.cells[i], i)
-                except nbclient.exceptions.CellExecutionError:
-                    failed = i
-                    break
-            if failed is not None and failed != code[-1]:
-                try:
-                    client.execute_cell(nb.cells[code[-1]], code[-1])
-                except nbclient.exceptions.CellExecutionError:
-                    pass
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    runner = client(nb, path, timeout)
+    with environ(env), runner.setup_kernel():
+        for i in code:
+            try:
+                runner.execute_cell(nb.cells[i], i)
+            except nbclient.exceptions.CellExecutionError:
+                failed = i
+                break
+        if failed is not None and failed != code[-1]:
+            try:
+                runner.execute_cell(nb.cells[code[-1]], code[-1])
+            except nbclient.exceptions.CellExecutionError:
+                pass
     if failed is None:
         return None, None, None
     error = next(o for o in nb.cells[failed].outputs if o.get("output_type") == "error")

@@ -12,7 +12,6 @@ installed); parameters travel as ``LABKIT_*`` variables, which every notebook re
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -73,33 +72,21 @@ def gpu_slug() -> str:
 
 def run_notebook(path: Path, out_dir: Path, env: dict[str, str], cell_timeout: int) -> dict:
     """Execute one notebook with ``env`` set; save it executed; return status and seconds."""
-    import nbclient
     import nbformat
 
+    from labkit.nbrun import client, environ
+
     nb = nbformat.read(path, as_version=4)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     start = time.monotonic()
     outcome: dict[str, Any] = {"notebook": path.stem, "status": "ok", "error": ""}
     try:
-        client = nbclient.NotebookClient(
-            nb,
-            timeout=cell_timeout,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(path.parent)}},
-        )
-        client.execute()
+        with environ(env):
+            client(nb, path, cell_timeout).execute()
     except Exception as exc:  # noqa: BLE001 - report it and go on to the next check
         outcome["status"] = "FAILED"
         ename = getattr(exc, "ename", type(exc).__name__)
         evalue = getattr(exc, "evalue", str(exc))
         outcome["error"] = f"{ename}: {evalue}".strip().splitlines()[0][:500]
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     outcome["seconds"] = time.monotonic() - start
     out_dir.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_dir / path.name)

@@ -122,7 +122,14 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def record(metric: str, value: float, unit: str, **context: Any) -> dict[str, Any]:
+class Record(dict):
+    """A recorded figure: a plain dict that a notebook does not echo when a cell ends with it."""
+
+    def _ipython_display_(self) -> None:  # IPython calls this instead of printing the dict
+        return None
+
+
+def record(metric: str, value: float, unit: str, **context: Any) -> Record:
     """Append one measured figure to ``RESULTS_DIR/<notebook>.jsonl`` and return the record."""
     if not isinstance(metric, str) or not METRIC_NAME.match(metric):
         raise ValueError(f"metric {metric!r} must look like 'topic.measure', e.g. tasks.sync_per_s")
@@ -131,18 +138,18 @@ def record(metric: str, value: float, unit: str, **context: Any) -> dict[str, An
     if not isinstance(unit, str) or not unit.strip():
         raise ValueError(f"{metric}: give a unit, e.g. 'tasks/s', 'x', 'ms' or 'bytes'")
     p = params.current()
-    rec = {
-        "metric": metric,
-        "value": float(value),
-        "unit": unit,
-        "notebook": p.notebook,
-        "size": p.size,
-        "device": p.device,
-        "seed": p.seed,
-        "time": datetime.now(UTC).isoformat(timespec="seconds"),
-        "context": _jsonable(context),
-        "machine": machine_info(),
-    }
+    rec = Record(
+        metric=metric,
+        value=float(value),
+        unit=unit,
+        notebook=p.notebook,
+        size=p.size,
+        device=p.device,
+        seed=p.seed,
+        time=datetime.now(UTC).isoformat(timespec="seconds"),
+        context=_jsonable(context),
+        machine=machine_info(),
+    )
     p.results_dir.mkdir(parents=True, exist_ok=True)
     with open(records_path(), "a", encoding="utf-8") as f:
         f.write(json.dumps(rec, sort_keys=True) + "\n")

@@ -198,6 +198,13 @@ def gantt(
     return ax
 
 
+class SavedPath(type(Path())):
+    """The saved chart's path; a notebook cell that ends with :func:`save` echoes nothing."""
+
+    def _ipython_display_(self) -> None:
+        return None
+
+
 def save(ax_or_fig, name: str) -> Path:
     """Save a chart as ``RESULTS_DIR/<notebook>-<name>.png`` and return the path."""
     fig = getattr(ax_or_fig, "figure", ax_or_fig)
@@ -206,4 +213,4 @@ def save(ax_or_fig, name: str) -> Path:
     path = p.results_dir / f"{p.notebook}-{name}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    return path
+    return SavedPath(path)

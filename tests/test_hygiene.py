@@ -54,6 +54,11 @@ def test_notebook_is_stripped_and_follows_the_contract(path):
     for i, t in tagged:
         if "check" in t:
             assert i - 1 in answers, f"{path.name}: check cell {i} follows no answer cell"
+        uses = "labkit.expect_error(" in nb.cells[i].source
+        assert uses == ("blog-error" in t), (
+            f"{path.name}: cell {i}: a cell showing a blog error uses labkit.expect_error "
+            "(which fails when the error stops happening) and is tagged 'blog-error'"
+        )
     source = "\n".join(c.source for c in code)
     assert "0.0.0.0" not in source, "never bind to 0.0.0.0"
     assert not re.search(r"ray\.init\(\s*\)", source), "a bare ray.init() may join another's Ray"

@@ -74,3 +74,17 @@ def test_record_rejects_bad_input(fresh_params, results_dir, metric, value, unit
 def test_record_needs_setup(fresh_params):
     with pytest.raises(RuntimeError):
         record("a.b", 1.0, "x")
+
+
+def test_record_and_save_echo_nothing_in_a_notebook(results_dir, fresh_params):
+    """A cell that ends with labkit.record(...) or plots.save(...) shows no output."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from labkit import plots
+
+    fresh_params.setup("00_quiet")
+    rec = record("quiet.value", 1.0, "x")
+    assert rec["metric"] == "quiet.value" and rec._ipython_display_() is None
+    path = plots.save(plots.bar({"a": 1.0}, title="t", ylabel="x"), "quiet")
+    assert path.is_file() and path._ipython_display_() is None

@@ -1,0 +1,67 @@
+"""Cells that show a blog snippet failing, and fail themselves when it stops failing.
+
+A lesson that corrects a blog runs the blog's code and shows the real error. If a future Ray
+makes that code work, the lesson must break rather than go on telling learners it fails::
+
+    with labkit.expect_error("ray.train.Trainer", ImportError):
+        from ray.train import Trainer
+
+prints ``ray.train.Trainer -> ImportError: cannot import name 'Trainer' ...`` and raises
+``AssertionError`` if nothing was raised. A ``Warning`` subclass expects that warning instead.
+Notebook cells that use it carry the tag ``blog-error``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+TAG = "blog-error"
+
+
+def first_line(text: str, limit: int = 160) -> str:
+    """The first line of ``text``, shortened at a word boundary (never mid-word) to ``limit``."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:") + " …"
+
+
+def _names(expected: type | tuple[type, ...]) -> str:
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+@contextmanager
+def expect_error(
+    label: str, expected: type | tuple[type, ...], *, limit: int = 160
+) -> Iterator[None]:
+    """Expect the block to raise ``expected`` (or issue it, for a ``Warning``); print it.
+
+    Prints ``label -> Type: first line of the message``. Nothing raised is an ``AssertionError``
+    that says the blog's code now works; any other exception propagates unchanged.
+    """
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    if all(issubclass(k, Warning) for k in kinds):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+        hits = [w for w in caught if issubclass(w.category, kinds)]
+        if not hits:
+            raise AssertionError(
+                f"{label}: expected {_names(expected)}, but none was issued: the blog's code "
+                "no longer warns; update the lesson"
+            )
+        print(f"{label} -> {hits[0].category.__name__}: {first_line(str(hits[0].message), limit)}")
+        return
+    try:
+        yield
+    except kinds as err:
+        print(f"{label} -> {type(err).__name__}: {first_line(str(err), limit)}")
+        return
+    raise AssertionError(
+        f"{label}: expected {_names(expected)}, but nothing was raised: the blog's code works "
+        "now; update the lesson"
+    )
