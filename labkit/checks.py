@@ -17,8 +17,6 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-TAG = "blog-error"
-
 
 def first_line(text: str, limit: int = 160) -> str:
     """The first line of ``text``, shortened at a word boundary (never mid-word) to ``limit``."""

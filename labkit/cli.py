@@ -18,6 +18,7 @@ from typing import Any
 
 from labkit import params, procs
 from labkit.measure import read_records
+from labkit.nbrun import error_line
 
 # ---------------------------------------------------------------- doctor
 
@@ -185,9 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         except Exception as exc:  # noqa: BLE001 - report and go on to the next notebook
             outcome["status"] = "FAILED"
-            ename = getattr(exc, "ename", type(exc).__name__)
-            evalue = getattr(exc, "evalue", str(exc))
-            outcome["error"] = f"{ename}: {evalue}".strip().splitlines()[0][:500]
+            outcome["error"] = error_line(exc)
             print(f"labkit run: {nb.name} FAILED: {outcome['error']}", file=sys.stderr)
             if args.verbose:
                 traceback.print_exc()

@@ -82,11 +82,9 @@ def needed_names(answer: str, check: str) -> list[str]:
     return needed
 
 
-def stub(names: list[str], comment: str = "") -> str:
+def stub(names: list[str]) -> str:
     """The learner's answer cell: a prompt, and every needed name left unset."""
     lines = [f"{STUB_HEADER}: set {', '.join(names)} (see the exercise above)"]
-    if comment:
-        lines.append(f"# {comment}")
     lines += [f"{name} = None" for name in names]
     return "\n".join(lines)
 
@@ -143,7 +141,7 @@ def write_learner_copies(out_dir: str | Path | None = None) -> list[Path]:
     return written
 
 
-def run_until_first_error(path: str | Path, env: dict[str, str] | None = None, timeout=600):
+def run_until_first_error(path: str | Path, timeout: int = 600):
     """Execute a notebook until its first error; return ``(cell index, ename, evalue)``.
 
     ``(None, None, None)`` if it ran to the end. After an error it still runs the notebook's
@@ -154,14 +152,14 @@ def run_until_first_error(path: str | Path, env: dict[str, str] | None = None, t
     import nbclient
     import nbformat
 
-    from labkit.nbrun import client, environ
+    from labkit.nbrun import client
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     failed = None
     runner = client(nb, path, timeout)
-    with environ(env), runner.setup_kernel():
+    with runner.setup_kernel():
         for i in code:
             try:
                 runner.execute_cell(nb.cells[i], i)

@@ -74,7 +74,7 @@ def run_notebook(path: Path, out_dir: Path, env: dict[str, str], cell_timeout: i
     """Execute one notebook with ``env`` set; save it executed; return status and seconds."""
     import nbformat
 
-    from labkit.nbrun import client, environ
+    from labkit.nbrun import client, environ, error_line
 
     nb = nbformat.read(path, as_version=4)
     start = time.monotonic()
@@ -84,9 +84,7 @@ def run_notebook(path: Path, out_dir: Path, env: dict[str, str], cell_timeout: i
             client(nb, path, cell_timeout).execute()
     except Exception as exc:  # noqa: BLE001 - report it and go on to the next check
         outcome["status"] = "FAILED"
-        ename = getattr(exc, "ename", type(exc).__name__)
-        evalue = getattr(exc, "evalue", str(exc))
-        outcome["error"] = f"{ename}: {evalue}".strip().splitlines()[0][:500]
+        outcome["error"] = error_line(exc)
     outcome["seconds"] = time.monotonic() - start
     out_dir.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_dir / path.name)

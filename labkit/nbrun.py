@@ -24,6 +24,13 @@ def environ(env: Mapping[str, str] | None) -> Iterator[None]:
                 os.environ[k] = v
 
 
+def error_line(exc: BaseException) -> str:
+    """One line for a failed notebook run: the cell's exception name and message."""
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = getattr(exc, "evalue", str(exc))
+    return f"{ename}: {evalue}".strip().splitlines()[0][:500]
+
+
 def client(nb, path: str | Path, timeout: int):
     """An ``nbclient.NotebookClient`` for ``nb``, run in the notebook's own folder."""
     import nbclient

@@ -68,7 +68,10 @@ def enable_token_auth() -> None:
 
 
 def _quiet() -> None:
-    """Keep Ray's own chatter out of notebook output; errors still show."""
+    """Keep Ray's own chatter out of notebook output; errors still show.
+
+    (``ray.widgets`` logs "Missing packages: ['ipywidgets']" where ipywidgets is missing.)
+    """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     for name in (
@@ -447,8 +450,7 @@ def quiet_data() -> None:
     ctx.enable_progress_bars = False
     ctx.enable_operator_progress_bars = False
     ctx.print_on_execution_start = False
-    # ray.widgets logs "Missing packages: ['ipywidgets']" where ipywidgets is not installed.
-    for name in ("ray.data", "ray.train", "ray.tune", "ray.widgets"):
+    for name in ("ray.data", "ray.train", "ray.tune"):
         logging.getLogger(name).setLevel(logging.ERROR)
     # A small demo dataset gives an actor pool fewer blocks than actors; that is fine here.
     warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")

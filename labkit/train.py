@@ -278,3 +278,34 @@ def steady_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = Tr
         raise ValueError("no epochs to measure")
     rates = sorted(e["rows_per_s"] for e in use)
     return rates[len(rates) // 2]
+
+
+def wait_fractions(epoch_stats: list[dict[str, float]]) -> dict[str, float]:
+    """Shares of the loop's time spent waiting for data, from :func:`run_epoch`'s stats.
+
+    ``all``: every wait over the loop's time (on a GPU, the time it sat idle); ``first_batch``:
+    the waits for each epoch's first batch (the pipeline starting), over the same time;
+    ``steady``: the other waits over the time after each first batch.
+    """
+    total = sum(e["seconds"] for e in epoch_stats)
+    waits = sum(e["data_wait_s"] for e in epoch_stats)
+    first = sum(e["first_batch_wait_s"] for e in epoch_stats)
+    if total <= 0:
+        raise ValueError("no epoch time to divide")
+    return {
+        "all": waits / total,
+        "first_batch": first / total,
+        "steady": (waits - first) / (total - first),
+    }
+
+
+def epoch_time_parts(epoch_stats: list[dict[str, float]]) -> list[dict[str, float]]:
+    """Each epoch's seconds split into first-batch wait, later waits and compute (for a chart)."""
+    return [
+        {
+            "first-batch wait": e["first_batch_wait_s"],
+            "later waits": e["data_wait_s"] - e["first_batch_wait_s"],
+            "compute": e["seconds"] - e["data_wait_s"],
+        }
+        for e in epoch_stats
+    ]

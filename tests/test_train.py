@@ -109,3 +109,18 @@ def test_plan_workers_with_logical_gpus_from_ray():
         assert one.workers == 1
     finally:
         ray.shutdown()
+
+
+def test_wait_fractions_and_epoch_parts():
+    epochs = [
+        {"seconds": 4.0, "data_wait_s": 2.0, "first_batch_wait_s": 1.5},
+        {"seconds": 6.0, "data_wait_s": 1.0, "first_batch_wait_s": 0.5},
+    ]
+    assert lt.wait_fractions(epochs) == pytest.approx(
+        {"all": 0.3, "first_batch": 0.2, "steady": 1.0 / 8.0}
+    )
+    parts = lt.epoch_time_parts(epochs)
+    assert parts[0] == {"first-batch wait": 1.5, "later waits": 0.5, "compute": 2.0}
+    assert [sum(p.values()) for p in parts] == [4.0, 6.0]
+    with pytest.raises(ValueError):
+        lt.wait_fractions([{"seconds": 0.0, "data_wait_s": 0.0, "first_batch_wait_s": 0.0}])
