@@ -11,7 +11,7 @@ NOTEBOOKS := $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
 # A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
 CELL_TIMEOUT ?= 600
 
-.PHONY: install lab test test-exercises exercises run lint strip clean doctor
+.PHONY: install lab test test-exercises test-rerun exercises run lint strip clean doctor
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Ray LabKit needs Python >= 3.11"'
@@ -38,6 +38,12 @@ exercises: install
 test-exercises: install
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-exercises RAY_ADDRESS= \
 	  $(VENV)/bin/labkit exercises --run $(NB)
+
+# Run All twice in one kernel (the first time without teardown), as a learner re-runs a lesson.
+RERUN ?= 05 07
+test-rerun: install
+	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= \
+	  $(VENV)/bin/labkit rerun $(RERUN)
 
 run: install
 	$(VENV)/bin/labkit run $(NB) $(foreach kv,$(P),-p $(kv))

@@ -1,7 +1,8 @@
 """Ray LabKit: the helpers behind the notebooks.
 
-Import is cheap and starts nothing: ``params`` and ``measure`` load no Ray or torch, so a bad
-notebook parameter fails before Ray starts. The other modules load when first used.
+Import is cheap and starts nothing: ``params``, ``measure`` and ``checks`` load no Ray or torch,
+so a bad notebook parameter fails before Ray starts. The other modules (``_LAZY_MODULES``) load
+when first used, as ``labkit.<module>``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from labkit.checks import expect_error
+from labkit.checks import expect_error, wait_until
 from labkit.measure import compare, record, speedup, timeit
 from labkit.params import ParameterError, Params, setup
 
@@ -25,21 +26,33 @@ __all__ = [
     "start_session",
     "stop_session",
     "timeit",
+    "wait_until",
 ]
 
 _LAZY_MODULES = {
+    "amp",
     "cli",
+    "cluster",
     "data",
+    "deploy",
     "device",
-    "gpucheck",
+    "doctor",
     "exercises",
+    "gpucheck",
+    "lifecycle",
     "loaders",
+    "logs",
     "models",
     "nbrun",
+    "net",
     "plots",
     "procs",
+    "raystart",
+    "scheduling",
     "session",
+    "train",
     "workloads",
+    "workshop",
 }
 
 

@@ -1,8 +1,9 @@
-"""Mixed precision with the current PyTorch API, and honest measurements of what it saves.
+"""Measuring mixed precision honestly: step time, memory (activations vs autocast's weight
+copies, peak), FLOPs and MFU.
 
-``torch.amp.autocast(device_type, dtype=...)`` and ``torch.amp.GradScaler`` (fp16 only) replace
-the deprecated ``torch.cuda.amp``. bf16 needs no scaler; fp16 does. Whether AMP is *faster* depends
-on the hardware: measure it.
+The AMP training step itself (``torch.amp.autocast``, and ``torch.amp.GradScaler`` for fp16) is
+what lesson 07 teaches, so it is written in the lesson's cells and handed to
+:func:`measure_config`. Whether AMP is *faster* depends on the hardware: measure it.
 """
 
 from __future__ import annotations
@@ -44,37 +45,19 @@ def amp_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16
 
 
-def autocast(device: torch.device, dtype: torch.dtype | None):
+def _autocast(device: torch.device, dtype: torch.dtype | None):
     """``torch.amp.autocast`` for ``dtype``, or a no-op context for full precision (None)."""
     if dtype is None:
         return nullcontext()
     return torch.amp.autocast(device_type=device.type, dtype=dtype)
 
 
-def make_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss_fn: Callable,
-    device: torch.device,
-    dtype: torch.dtype | None,
-) -> Callable:
-    """A training step for ``(x, y)``; fp16 gets a ``GradScaler``, bf16 and fp32 do not."""
-    scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> float:
-        optimizer.zero_grad(set_to_none=True)
-        with autocast(device, dtype):
-            loss = loss_fn(model(x), y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-        return loss.item()
-
-    return step
+#: What lesson 07 writes in a cell and hands to :func:`measure_config`:
+#: ``make_step(model, optimizer, loss_fn, device, dtype)`` returns ``step(x, y) -> loss``.
+MakeStep = Callable[
+    [nn.Module, torch.optim.Optimizer, Callable, torch.device, "torch.dtype | None"],
+    Callable[[torch.Tensor, torch.Tensor], float],
+]
 
 
 _VIEW_NODES = {
@@ -131,7 +114,7 @@ def saved_tensor_bytes(
         # cycle that can keep the whole graph alive after this function returns.
         return t.detach()
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast(device, dtype):
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _autocast(device, dtype):
         loss = loss_fn(model(x), y)
     del loss
     return {"activations": sum(acts.values()), "weight_copies": sum(copies.values())}
@@ -202,6 +185,7 @@ def measure_config(
     device: torch.device,
     dtype: torch.dtype | None,
     *,
+    make_step: MakeStep,
     steps: int,
     warmup: int = 2,
     tf32: bool = False,
@@ -209,9 +193,12 @@ def measure_config(
 ) -> dict[str, float | int | None]:
     """Train one freshly built workload for ``warmup + steps`` steps and measure it.
 
-    ``build()`` returns ``(model, loss_fn, x, y)`` on the CPU. Returns seconds per step (median),
+    ``build()`` returns ``(model, loss_fn, x, y)`` on the CPU; ``make_step`` builds the training
+    step under test (the lesson writes it: autocast, and a GradScaler for fp16). Returns seconds
+    per step (median),
     samples and tokens per second, the peak memory this configuration allocated on CUDA (above
-    what was allocated before it; it covers weights, gradients, Adam state and activations), what autograd saved
+    what was allocated before it; it covers weights, gradients, Adam state and activations),
+    what autograd saved
     (:func:`saved_tensor_bytes`), the training state's bytes, the FLOPs of one step
     (``torch.utils.flop_counter``) and, on a GPU whose peak is known, the MFU against its dense
     bf16 peak, and ``leaked_bytes``: CUDA memory still allocated after everything was freed.
@@ -238,7 +225,7 @@ def measure_config(
         state = state_bytes(net, optimizer)
         flops = None
         if count_flops:
-            with autocast(device, dtype):
+            with _autocast(device, dtype):
                 flops = flops_per_step(net, loss_fn, xb, yb)
         peak_flops_ = peak_flops(device)
         tokens = xb.numel() if not xb.is_floating_point() else None

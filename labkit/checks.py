@@ -1,4 +1,6 @@
-"""Cells that show a blog snippet failing, and fail themselves when it stops failing.
+"""Checks in lesson cells: a blog snippet that must still fail, and a bounded wait.
+
+**expect_error**: cells that show a blog snippet failing, and fail themselves when it stops failing.
 
 A lesson that corrects a blog runs the blog's code and shows the real error. If a future Ray
 makes that code work, the lesson must break rather than go on telling learners it fails::
@@ -9,13 +11,17 @@ makes that code work, the lesson must break rather than go on telling learners i
 prints ``ray.train.Trainer -> ImportError: cannot import name 'Trainer' ...`` and raises
 ``AssertionError`` if nothing was raised. A ``Warning`` subclass expects that warning instead.
 Notebook cells that use it carry the tag ``blog-error``.
+
+**wait_until**: poll for something Ray does in the background, with a timeout.
 """
 
 from __future__ import annotations
 
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 def first_line(text: str, limit: int = 160) -> str:
@@ -63,3 +69,17 @@ def expect_error(
         f"{label}: expected {_names(expected)}, but nothing was raised: the blog's code works "
         "now; update the lesson"
     )
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, *, interval: float = 0.1) -> Any:
+    """Call ``predicate()`` every ``interval`` seconds until it returns something truthy or
+    ``timeout`` seconds pass; return its last value (falsy on a timeout: assert on it).
+
+    The one poll loop of the kit, for what Ray does in the background (freeing an object,
+    declaring a node dead, placing a task)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)

@@ -1,13 +1,11 @@
-"""``labkit doctor|run|clean|lab|cluster|gpu-check|exercises``: a thin command line over the kit."""
+"""``labkit doctor|run|rerun|clean|lab|cluster|gpu-check|exercises``: a thin command line."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,59 +21,9 @@ from labkit.nbrun import error_line
 # ---------------------------------------------------------------- doctor
 
 
-def _port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.3)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def doctor_report() -> dict[str, Any]:
-    """Facts about this machine a workshop helper needs: versions, GPUs, cores, memory, ports."""
-    import psutil
-
-    from labkit.device import nvidia_smi_gpus
-    from labkit.measure import _version
-    from labkit.session import auth_token, token_path
-
-    report: dict[str, Any] = {
-        "python": f"{platform.python_version()} ({sys.executable})",
-        "platform": platform.platform(),
-        "labkit root": str(params.repo_root()),
-        "ray": _version("ray") or "NOT INSTALLED",
-        "torch": _version("torch") or "NOT INSTALLED",
-    }
-    try:
-        import torch
-
-        report["torch cuda build"] = torch.version.cuda or "none (CPU build)"
-        report["cuda available"] = torch.cuda.is_available()
-        if torch.cuda.is_available():
-            report["torch gpus"] = [
-                torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
-            ]
-    except ImportError:
-        pass
-    report["nvidia-smi gpus"] = nvidia_smi_gpus() or "none"
-    report["cpu cores"] = f"{os.cpu_count()} logical, {psutil.cpu_count(logical=False)} physical"
-    vm = psutil.virtual_memory()
-    report["memory"] = f"{vm.total / 2**30:.1f} GiB total, {vm.available / 2**30:.1f} GiB available"
-    if Path("/dev/shm").exists():
-        shm = shutil.disk_usage("/dev/shm")
-        report["/dev/shm"] = f"{shm.total / 2**30:.1f} GiB (Ray's object store lives here)"
-    else:
-        report["/dev/shm"] = "missing (Ray falls back to /tmp, slower)"
-    report["ray auth token"] = (
-        f"present ({token_path()})" if auth_token() else f"none yet ({token_path()})"
-    )
-    report["RAY_ADDRESS"] = os.environ.get("RAY_ADDRESS") or "unset (local Ray)"
-    report["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE") or "unset"
-    busy = [p for p in (6379, 8265, 8000, 8888, 10001) if _port_in_use(p)]
-    report["ports busy on 127.0.0.1"] = busy or "none of 6379, 8265, 8000, 8888, 10001"
-    report["kit processes alive"] = len(procs.alive())
-    return report
-
-
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from labkit.doctor import report as doctor_report
+
     report = doctor_report()
     if args.json:
         print(json.dumps(report, indent=2, default=str))
@@ -282,7 +230,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from labkit import cluster
+    from labkit import workshop as cluster
 
     if args.action == "up":
         state = cluster.up(
@@ -309,7 +257,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         )
         return 1 if state["alive"] else 0
     print(
-        f"cluster up since {datetime.fromtimestamp(state['started']):%H:%M:%S}: {state['nodes']} nodes, "
+        f"cluster up since {datetime.fromtimestamp(state['started']):%H:%M:%S}: "
+        f"{state['nodes']} nodes, "
         f"{state['alive']} processes alive, dashboard {state['dashboard']}"
     )
     print(cluster.exports(state))
@@ -351,6 +300,23 @@ def cmd_exercises(args: argparse.Namespace) -> int:
         failed += not ok
         status = "ok" if ok else "WRONG"
         print(f"labkit exercises: {path.name} {status} in {time.monotonic() - start:.0f} s: {why}")
+    return 1 if failed else 0
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    """Run All without the teardown cell, then Run All again in the same kernel."""
+    from labkit import nbrun
+
+    failed = 0
+    for path in notebooks_to_run(args.notebooks):
+        start = time.monotonic()
+        try:
+            nbrun.run_all_twice(path, timeout=args.cell_timeout)
+            status = "ok"
+        except Exception as exc:  # noqa: BLE001 - report each notebook, then fail at the end
+            failed += 1
+            status = f"FAILED: {nbrun.error_line(exc)}"
+        print(f"labkit rerun: {path.name} {status} ({time.monotonic() - start:.0f} s)")
     return 1 if failed else 0
 
 
@@ -420,6 +386,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
     p.set_defaults(func=cmd_exercises)
+
+    p = sub.add_parser(
+        "rerun",
+        help="run each notebook twice in one kernel, the first time without its teardown cell",
+    )
+    p.add_argument("notebooks", nargs="*", help="numbers like 04 (default: all)")
+    p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
+    p.set_defaults(func=cmd_rerun)
 
     p = sub.add_parser("lab", help="open JupyterLab (127.0.0.1, token auth) on the learner copies")
     p.add_argument("--port", type=int, default=8888)

@@ -7,9 +7,8 @@
   provider: ``RAY_FAKE_CLUSTER=1 ray start --head --autoscaling-config=...``); the autoscaler
   adds worker nodes for pending work up to ``max_workers`` and removes idle ones after the idle
   timeout. Stopped by its own temp directory, never ``ray stop``.
-* :func:`up` / :func:`down` / :func:`status`: a workshop cluster that outlives the command
-  (``ray start`` head and worker nodes with their own temp directory and ports, token auth on),
-  its PIDs and address kept in a state file; ``down`` stops exactly those processes.
+(The workshop cluster that outlives the command, ``labkit cluster up``, is in
+:mod:`labkit.workshop`.)
 
 Never ``ray stop`` and never ``AutoscalingCluster``: both kill every Ray process on the machine.
 """
@@ -17,57 +16,14 @@ Never ``ray stop`` and never ``AutoscalingCluster``: both kill every Ray process
 from __future__ import annotations
 
 import atexit
-import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from labkit import procs
-from labkit.session import LOCALHOST, enable_token_auth, free_port
-
-
-def _short_tempdir(prefix: str) -> str:
-    """A short temp directory (Ray puts Unix sockets under it; their paths must stay short).
-
-    Made under ``RAY_TMPDIR`` when that is set and short, so whoever set it (the test suite, for
-    one) finds the cluster's processes there; else under ``/tmp``.
-    """
-    parent = os.environ.get("RAY_TMPDIR", "")
-    if not (parent and len(parent) <= 40 and os.path.isdir(parent)):
-        parent = "/tmp"
-    return tempfile.mkdtemp(prefix=prefix, dir=parent)
-
-
-def processes_under(temp_dir: str) -> list[psutil.Process]:
-    """Processes whose command line names ``temp_dir`` (Ray's daemons do), plus their children."""
-    named = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if temp_dir in " ".join(proc.info["cmdline"] or []) and proc.pid != os.getpid():
-                named.append(proc)
-        except psutil.Error:
-            continue
-    return [p for p in procs.with_children(named) if p.pid != os.getpid()]
-
-
-def _clear(temp_dir: str, owner: str | None = None) -> int:
-    """Stop every process under ``temp_dir`` (and ``owner``'s recorded ones), remove the dir."""
-    left = processes_under(temp_dir)
-    if left:
-        procs.terminate(left)
-    if owner:
-        procs.stop(owner)
-    shutil.rmtree(temp_dir, ignore_errors=True)
-    return len(left)
-
+from labkit import lifecycle, procs, raystart
+from labkit.net import LOCALHOST, enable_token_auth, free_port
 
 # ---------------------------------------------------------------- in-process cluster
 
@@ -76,7 +32,8 @@ def _clear(temp_dir: str, owner: str | None = None) -> int:
 class LocalCluster:
     """Head + worker nodes on this machine, each a real raylet; connect, use, always tear down.
 
-    ``nodes`` lists each worker node's settings, e.g. ``[{"num_cpus": 1, "resources": {"FPGA": 2}}]``.
+    ``nodes`` lists each worker node's settings, e.g.
+    ``[{"num_cpus": 1, "resources": {"FPGA": 2}}]``.
     """
 
     head: dict[str, Any] = field(default_factory=lambda: {"num_cpus": 1})
@@ -93,12 +50,11 @@ class LocalCluster:
         import ray
         from ray.cluster_utils import Cluster
 
-        if ray.is_initialized():
-            raise RuntimeError("stop the current Ray session first (session.stop())")
+        lifecycle.take_over()
         if "RAY_AUTH_MODE" not in os.environ:
             enable_token_auth()
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        self.temp_dir = self.temp_dir or _short_tempdir("lkn-")
+        self.temp_dir = self.temp_dir or raystart.short_tempdir("lkn-")
         self._owner = f"cluster:{self.temp_dir}"
         common = {"object_store_memory": self.object_store_mb * 2**20, "temp_dir": self.temp_dir}
         head_args = {
@@ -112,13 +68,22 @@ class LocalCluster:
         from ray._common.utils import get_ray_address_file
 
         Path(get_ray_address_file(None)).parent.mkdir(parents=True, exist_ok=True)
-        self._cluster = Cluster(initialize_head=True, head_node_args=head_args)
-        for spec in self.nodes:
-            self.add_node(**spec)
-        if self.connect:
-            ray.init(address=self._cluster.address, logging_level="ERROR")
-        self._remember()
+        try:
+            self._cluster = Cluster(initialize_head=True, head_node_args=head_args)
+            lifecycle.claim(self)
+            atexit.register(self.stop)
+            for spec in self.nodes:
+                self.add_node(**spec)
+            if self.connect:
+                ray.init(address=self._cluster.address, logging_level="ERROR")
+            self._remember()
+        except BaseException:
+            self.stop()
+            raise
         return self
+
+    def __repr__(self) -> str:
+        return f"LocalCluster({1 + len(self.nodes)} nodes in {self.temp_dir})"
 
     def _remember(self) -> None:
         pids: dict[str, list[int]] = {}
@@ -165,7 +130,9 @@ class LocalCluster:
         """Disconnect, stop every node this cluster started, and check nothing is left."""
         import ray
 
+        atexit.unregister(self.stop)
         if self._cluster is None:
+            lifecycle.release(self)
             return
         try:
             if ray.is_initialized():
@@ -174,8 +141,9 @@ class LocalCluster:
             try:
                 self._cluster.shutdown()
             finally:
-                _clear(self.temp_dir, self._owner)
+                raystart.clear(self.temp_dir, self._owner)
                 self._cluster = None
+                lifecycle.release(self)
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -321,10 +289,9 @@ class ElasticCluster:
         import yaml
         from ray._private.services import get_node_ip_address
 
-        if ray.is_initialized():
-            raise RuntimeError("stop the current Ray session first (session.stop())")
+        lifecycle.take_over()
         enable_token_auth()
-        self.temp_dir = self.temp_dir or _short_tempdir("lke-")
+        self.temp_dir = self.temp_dir or raystart.short_tempdir("lke-")
         self._owner = f"cluster:{self.temp_dir}"
         port, dash = free_port(), free_port()
         self.address = f"{get_node_ip_address()}:{port}"
@@ -340,23 +307,24 @@ class ElasticCluster:
         )
         config_file = Path(self.temp_dir) / "autoscaling.yaml"
         config_file.write_text(yaml.safe_dump(self.config))
-        env = _ray_env(
+        env = raystart.ray_env(
             RAY_FAKE_CLUSTER="1",
             RAY_TMPDIR=self.temp_dir,
             RAY_enable_autoscaler_v2="0",
             RAY_OVERRIDE_NODE_ID_FOR_TESTING=FAKE_HEAD_NODE_ID,
         )
         try:
-            _start_head(
+            raystart.start_head(
                 self.temp_dir,
-                port,
-                dash,
-                0,
-                self.object_store_mb,
-                env,
-                f"--autoscaling-config={config_file}",
+                port=port,
+                dashboard_port=dash,
+                num_cpus=0,  # the head runs no work: the autoscaler adds nodes for it
+                object_store_mb=self.object_store_mb,
+                env=env,
+                extra=(f"--autoscaling-config={config_file}",),
             )
             self._remember()
+            lifecycle.claim(self)
             # `ray start` daemons outlive this process: stop them when it exits (a kernel shut
             # down after a failed cell, say), not only through stop() or the `with` block.
             atexit.register(self.stop)
@@ -367,9 +335,14 @@ class ElasticCluster:
             raise
         return self
 
+    def __repr__(self) -> str:
+        return f"ElasticCluster(up to {self.max_workers} workers, in {self.temp_dir})"
+
     def _remember(self) -> None:
         procs.forget(self._owner)
-        procs.remember({"elastic": [p.pid for p in processes_under(self.temp_dir)]}, self._owner)
+        procs.remember(
+            {"elastic": [p.pid for p in raystart.processes_under(self.temp_dir)]}, self._owner
+        )
 
     def workers(self) -> int:
         """How many worker nodes are alive now (the head not counted)."""
@@ -427,165 +400,11 @@ class ElasticCluster:
         finally:
             atexit.unregister(self.stop)
             if self.temp_dir:
-                _clear(self.temp_dir, self._owner)
+                raystart.clear(self.temp_dir, self._owner)
+            lifecycle.release(self)
 
     def __enter__(self) -> ElasticCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-# ---------------------------------------------------------------- workshop cluster (outlives the command)
-
-
-def state_path() -> Path:
-    """Where ``labkit cluster up`` keeps the cluster's address and PIDs."""
-    return procs.registry_path().parent / "cluster.json"
-
-
-def _ray_exe() -> str:
-    exe = Path(sys.executable).with_name("ray")
-    return str(exe) if exe.exists() else "ray"
-
-
-def _node_args(temp_dir: str, object_store_mb: int) -> list[str]:
-    """``ray start`` arguments every node of a kit cluster shares."""
-    return [
-        f"--temp-dir={temp_dir}",
-        f"--object-store-memory={object_store_mb * 2**20}",
-        "--disable-usage-stats",
-        f"--dashboard-agent-listen-port={free_port()}",
-    ]
-
-
-def _start_head(
-    temp_dir: str, port: int, dash: int, num_cpus: int, object_store_mb: int, env, *extra: str
-) -> None:
-    """``ray start --head`` on ``port``, dashboard on 127.0.0.1:``dash``, in ``temp_dir``."""
-    _run_ray(
-        [
-            "start",
-            "--head",
-            f"--port={port}",
-            f"--num-cpus={num_cpus}",
-            "--num-gpus=0",
-            f"--dashboard-host={LOCALHOST}",
-            f"--dashboard-port={dash}",
-            # a free port where Ray has a fixed default, so a learner's own Ray does not collide
-            f"--ray-client-server-port={free_port()}",
-            *_node_args(temp_dir, object_store_mb),
-            *extra,
-        ],
-        env,
-    )
-
-
-def _ray_env(**extra: str) -> dict[str, str]:
-    """The environment for a kit cluster's ``ray start``: token auth on, no usage stats, and no
-    ``RAY_ADDRESS`` (a new head must not try to join whatever cluster the shell points at)."""
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0", **extra)
-    env.pop("RAY_ADDRESS", None)
-    return env
-
-
-def _run_ray(args: list[str], env: dict[str, str]) -> None:
-    out = subprocess.run([_ray_exe(), *args], env=env, capture_output=True, text=True, timeout=180)
-    if out.returncode != 0:
-        raise RuntimeError(
-            f"ray {' '.join(args[:2])} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
-        )
-
-
-def up(
-    workers: int = 2,
-    cpus_per_worker: int = 1,
-    head_cpus: int = 1,
-    gpus_per_worker: float = 0,
-    object_store_mb: int = 200,
-) -> dict[str, Any]:
-    """Start a head and ``workers`` worker nodes with ``ray start``, token auth on; save the state."""
-    if state_path().is_file() and status()["alive"]:
-        raise RuntimeError(
-            f"a kit cluster is already up ({state_path()}); run `labkit cluster down`"
-        )
-    from ray._private.services import get_node_ip_address
-
-    temp_dir = _short_tempdir("lkc-")
-    env = _ray_env()
-    port, dash = free_port(), free_port()
-    try:
-        _start_head(temp_dir, port, dash, head_cpus, object_store_mb, env)
-        address = f"{get_node_ip_address()}:{port}"
-        for _ in range(workers):
-            _run_ray(
-                [
-                    "start",
-                    f"--address={address}",
-                    f"--num-cpus={cpus_per_worker}",
-                    f"--num-gpus={gpus_per_worker:g}",
-                    *_node_args(temp_dir, object_store_mb),
-                ],
-                env,
-            )
-    except Exception:
-        _clear(temp_dir)
-        raise
-    time.sleep(1.0)
-    procs_now = processes_under(temp_dir)
-    state = {
-        "address": address,
-        "dashboard": f"http://{LOCALHOST}:{dash}",
-        "temp_dir": temp_dir,
-        "nodes": 1 + workers,
-        "pids": [{"pid": p.pid, "create_time": p.create_time()} for p in procs_now],
-        "started": time.time(),
-    }
-    path = state_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state, indent=1))
-    return state
-
-
-def _alive(state: dict[str, Any]) -> list[psutil.Process]:
-    out = []
-    for entry in state.get("pids", []):
-        try:
-            proc = psutil.Process(entry["pid"])
-            if (
-                abs(proc.create_time() - entry["create_time"]) < 1.0
-                and proc.status() != psutil.STATUS_ZOMBIE
-            ):
-                out.append(proc)
-        except psutil.Error:
-            continue
-    return out
-
-
-def status() -> dict[str, Any]:
-    """The saved state plus how many of its processes are alive (0 when no cluster is up)."""
-    path = state_path()
-    if not path.is_file():
-        return {"up": False, "alive": 0}
-    state = json.loads(path.read_text())
-    alive = _alive(state)
-    extra = [p for p in processes_under(state["temp_dir"]) if p.pid not in {a.pid for a in alive}]
-    return {**state, "up": bool(alive), "alive": len(alive) + len(extra)}
-
-
-def down() -> int:
-    """Stop exactly the processes of the kit's workshop cluster; returns how many were stopped."""
-    path = state_path()
-    if not path.is_file():
-        return 0
-    state = json.loads(path.read_text())
-    victims = procs.with_children(_alive(state) + processes_under(state["temp_dir"]))
-    procs.terminate(victims)
-    shutil.rmtree(state["temp_dir"], ignore_errors=True)
-    path.unlink()
-    return len(victims)
-
-
-def exports(state: dict[str, Any]) -> str:
-    """The shell lines that point notebooks and ``labkit run`` at the cluster."""
-    return f"export RAY_ADDRESS={state['address']}\nexport RAY_AUTH_MODE=token"

@@ -16,22 +16,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labkit.params import SIZES, ParameterError, resolve_path
+from labkit.params import resolve_path
 
 # Rows per SIZE for each generator; the notebooks may still pass explicit sizes.
-ROWS = {"smoke": 2_000, "small": 50_000, "full": 1_000_000}
 
 
 def data_dir() -> Path:
     """The data cache folder (``LABKIT_DATA_DIR`` or ``data/cache`` in the repository)."""
     return resolve_path(os.environ.get("LABKIT_DATA_DIR", "data/cache"))
-
-
-def rows_for(size: str) -> int:
-    """Default number of rows for a SIZE."""
-    if size not in ROWS:
-        raise ParameterError(f"SIZE={size!r} is not valid; choose one of: {', '.join(SIZES)}")
-    return ROWS[size]
 
 
 def _check(n: int, name: str = "n") -> None:
@@ -77,30 +69,6 @@ def images(
     x = patterns[y][:, None, :, :].repeat(channels, axis=1)
     x += rng.normal(0.0, 0.5, size=x.shape).astype(np.float32)
     return x.astype(np.float32), y.astype(np.int64)
-
-
-def interactions(
-    n_users: int, n_items: int, n: int, rank: int = 8, seed: int = 0
-) -> dict[str, np.ndarray]:
-    """Recommender interactions with latent structure: user, item, rating (1-5) and a click label."""
-    for value, name in ((n_users, "n_users"), (n_items, "n_items"), (n, "n"), (rank, "rank")):
-        _check(value, name)
-    rng = np.random.default_rng(seed)
-    users = rng.normal(0, 1, size=(n_users, rank)) / np.sqrt(rank)
-    items = rng.normal(0, 1, size=(n_items, rank)) / np.sqrt(rank)
-    popularity = rng.zipf(1.5, size=n_items).astype(np.float64)
-    p_item = popularity / popularity.sum()
-    u = rng.integers(0, n_users, size=n)
-    i = rng.choice(n_items, size=n, p=p_item)
-    affinity = np.einsum("nk,nk->n", users[u], items[i]) * 3.0
-    score = affinity + rng.normal(0, 0.3, size=n)
-    rating = np.clip(np.round(3 + 1.5 * score), 1, 5).astype(np.int8)
-    return {
-        "user": u.astype(np.int64),
-        "item": i.astype(np.int64),
-        "rating": rating,
-        "clicked": (score > 0).astype(np.int8),
-    }
 
 
 def tokens(n_seqs: int, seq_len: int = 64, vocab: int = 256, seed: int = 0) -> np.ndarray:
@@ -162,29 +130,6 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], refresh: bool 
     if refresh or not path.is_file():
         write_parquet(to_table(build()), path)
     return path
-
-
-def classification_parquet(
-    size: str, seed: int = 0, n_features: int = 32, n_classes: int = 4
-) -> Path:
-    """The classification set for a SIZE, cached as parquet (columns ``x`` and ``y``)."""
-    n = rows_for(size)
-
-    def build() -> dict[str, np.ndarray]:
-        x, y = classification(n, n_features, n_classes, seed)
-        return {"x": x, "y": y}
-
-    return cached(f"classification-{size}-f{n_features}-c{n_classes}-s{seed}", build)
-
-
-def digits_parquet() -> Path:
-    """scikit-learn's digits, cached as parquet (columns ``x`` of 64 floats and ``y``)."""
-
-    def build() -> dict[str, np.ndarray]:
-        x, y = digits()
-        return {"x": x, "y": y}
-
-    return cached("digits", build)
 
 
 def column_to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:

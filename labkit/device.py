@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import subprocess
 
-from labkit.params import DEVICES, ParameterError
+from labkit.params import DEVICES, choice
 
 
 class DeviceError(RuntimeError):
@@ -45,9 +44,7 @@ def choose(device: str = "auto"):
     """Return the ``torch.device`` for DEVICE=auto|cpu|cuda; cuda without CUDA fails clearly."""
     import torch
 
-    name = str(device).strip().lower()
-    if name not in DEVICES:
-        raise ParameterError(f"DEVICE={device!r} is not valid; choose one of: {', '.join(DEVICES)}")
+    name = choice("DEVICE", device, DEVICES)
     if name == "cpu":
         return torch.device("cpu")
     if torch.cuda.is_available():
@@ -65,7 +62,8 @@ def choose(device: str = "auto"):
     if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
         hint += "; CUDA_VISIBLE_DEVICES is empty, which hides every GPU"
     raise DeviceError(
-        f"DEVICE='cuda' was asked for, but torch {torch.__version__} ({build}) cannot use CUDA here: "
+        f"DEVICE='cuda' was asked for, but torch {torch.__version__} ({build}) "
+        "cannot use CUDA here: "
         f"{hint}. Use DEVICE=auto (falls back to CPU) or DEVICE=cpu, or run on a GPU machine "
         "with a CUDA build of torch."
     )
@@ -79,13 +77,3 @@ def describe(device) -> str:
         props = torch.cuda.get_device_properties(device)
         return f"cuda: {props.name}, {props.total_memory / 2**30:.0f} GiB"
     return f"cpu: {torch.get_num_threads()} torch threads on {os.cpu_count()} cores"
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA) so a run repeats."""
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)

@@ -78,7 +78,7 @@ def timeit(
 
 
 def speedup(baseline: Timing, candidate: Timing) -> float:
-    """How many times faster ``candidate`` is than ``baseline`` (median over median; >1 = faster)."""
+    """How many times faster ``candidate`` is than ``baseline`` (median over median; >1: faster)."""
     if candidate.median <= 0:
         raise ValueError(f"{candidate.label} took no measurable time; time more work per run")
     return baseline.median / candidate.median

@@ -41,3 +41,21 @@ def client(nb, path: str | Path, timeout: int):
         kernel_name="python3",
         resources={"metadata": {"path": str(Path(path).parent)}},
     )
+
+
+def run_all_twice(path: str | Path, timeout: int = 600) -> None:
+    """Run All without the teardown cell, then Run All again in the same kernel.
+
+    What a learner does who re-runs a lesson without restarting: the second pass must start its
+    session or cluster over the first one's. Raises ``nbclient`` errors as a failed cell does.
+    """
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    runner = client(nb, path, timeout)
+    with runner.setup_kernel():
+        for i in code[:-1]:
+            runner.execute_cell(nb.cells[i], i)
+        for i in code:
+            runner.execute_cell(nb.cells[i], i)

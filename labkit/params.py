@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +108,11 @@ def _pick(name: str, value: Any) -> tuple[Any, str]:
     return DEFAULTS[name], "default"
 
 
-def _choice(name: str, value: Any, valid: tuple[str, ...], source: str) -> str:
+def choice(name: str, value: Any, valid: tuple[str, ...], source: str = "the call") -> str:
+    """``value`` as one of ``valid`` (case-insensitive), or a ParameterError naming the valid ones.
+
+    The one validator of SIZE and DEVICE, for :func:`setup` and :func:`labkit.device.choose`.
+    """
     text = str(value).strip().lower()
     if text not in valid:
         raise ParameterError(
@@ -172,8 +177,8 @@ def setup(
     raw_seed, sources["SEED"] = _pick("SEED", SEED)
     raw_dir, sources["RESULTS_DIR"] = _pick("RESULTS_DIR", RESULTS_DIR)
 
-    size = _choice("SIZE", raw_size, SIZES, sources["SIZE"])
-    device = _choice("DEVICE", raw_device, DEVICES, sources["DEVICE"])
+    size = choice("SIZE", raw_size, SIZES, sources["SIZE"])
+    device = choice("DEVICE", raw_device, DEVICES, sources["DEVICE"])
     seed = _seed(raw_seed, sources["SEED"])
     if not str(raw_dir).strip():
         raise ParameterError("RESULTS_DIR is empty; give a folder such as runs/latest")
@@ -186,16 +191,24 @@ def setup(
 
         choose("cuda")
 
-    random.seed(seed)
-    try:
-        import numpy as np
-
-        np.random.seed(seed)
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        pass
-
+    seed_everything(seed)
     _current = Params(notebook, size, device, seed, results_dir, settings, sources)
     return _current
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and, if it is imported, torch (CPU and CUDA): the one seeding function.
+
+    ``setup`` calls it; call it again before a step that must repeat exactly (a model's
+    initialisation, a shuffle). torch is not imported here, so a bad parameter still fails fast.
+    """
+    random.seed(seed)
+    import numpy as np
+
+    np.random.seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)  # seeds every CUDA device too
 
 
 def current() -> Params:

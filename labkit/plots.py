@@ -214,3 +214,26 @@ def save(ax_or_fig, name: str) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return SavedPath(path)
+
+
+_BYTES = {"memory": "memory GiB", "object_store_memory": "object store GiB"}
+
+
+def resource_table(by_name: Mapping[str, Mapping[str, float]]):
+    """Ray resources (``ray.cluster_resources()``, or each node's ``"Resources"``) as a small
+    table, one row per name: CPU and GPU counts, memory and object store in GiB (Ray gives
+    bytes), custom resources in their own columns; Ray's ``node:...`` and accelerator-type
+    markers left out."""
+    import pandas as pd
+
+    rows = {}
+    for name, res in by_name.items():
+        row: dict[str, float] = {"CPU": res.get("CPU", 0.0), "GPU": res.get("GPU", 0.0)}
+        for key, label in _BYTES.items():
+            row[label] = round(res.get(key, 0.0) / 2**30, 2)
+        for key, value in sorted(res.items()):
+            hidden = key.startswith(("node:", "accelerator_type"))
+            if key not in row and key not in _BYTES and not hidden:
+                row[key] = value
+        rows[name] = row
+    return pd.DataFrame.from_dict(rows, orient="index").fillna(0).rename_axis("node")

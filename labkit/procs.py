@@ -1,7 +1,7 @@
 """A registry of the processes the kit started, so it can stop exactly those and nothing else.
 
 The kit never calls Ray's own ``ray stop``: it kills every Ray process on the machine, a
-colleague's included. Instead each local session (and later each local cluster) records its PIDs with
+colleague's included. Instead each local session and in-kernel cluster records its PIDs with
 their creation times here, and ``labkit clean`` stops those still alive, by PID.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from labkit.params import repo_root
 
 
 def registry_path() -> Path:
-    """The JSON file of recorded processes (``.labkit/pids.json`` in the repository, git-ignored)."""
+    """The JSON file of recorded processes (``.labkit/pids.json`` in the repo, git-ignored)."""
     override = os.environ.get("LABKIT_STATE_DIR")
     base = Path(override) if override else repo_root() / ".labkit"
     return base / "pids.json"
@@ -44,15 +43,22 @@ def _save(entries: list[dict[str, Any]]) -> None:
 
 
 def remember(pids: dict[str, list[int]], owner: str) -> None:
-    """Record ``{name: [pid, ...]}`` as started by ``owner`` (a session or cluster id)."""
+    """Record ``{name: [pid, ...]}`` as started by ``owner`` (a session or cluster id).
+
+    Each record also names the driver: this process (a notebook's kernel). When the driver is
+    gone and the processes are not, :func:`orphans` finds them.
+    """
     entries = _load()
+    driver = {"pid": os.getpid(), "create_time": psutil.Process().create_time()}
     for name, plist in pids.items():
         for pid in plist:
             try:
                 created = psutil.Process(pid).create_time()
             except psutil.Error:
                 continue
-            entries.append({"pid": pid, "create_time": created, "name": name, "owner": owner})
+            entries.append(
+                {"pid": pid, "create_time": created, "name": name, "owner": owner, "driver": driver}
+            )
     _save(entries)
 
 
@@ -61,8 +67,9 @@ def forget(owner: str) -> None:
     _save([e for e in _load() if e["owner"] != owner])
 
 
-def _process(entry: dict[str, Any]) -> psutil.Process | None:
-    """The live process of a record, or None if it exited or its PID now belongs to another."""
+def live(entry: dict[str, Any]) -> psutil.Process | None:
+    """The live process of a ``{"pid", "create_time"}`` record, or None if it exited, is a
+    zombie, or its PID now belongs to another process: the kit's one liveness check."""
     try:
         proc = psutil.Process(entry["pid"])
         if abs(proc.create_time() - entry["create_time"]) > 1.0:
@@ -76,16 +83,25 @@ def _process(entry: dict[str, Any]) -> psutil.Process | None:
 
 def alive(owner: str | None = None) -> list[dict[str, Any]]:
     """Recorded processes that are still running (optionally only ``owner``'s)."""
-    return [
-        e for e in _load() if (owner is None or e["owner"] == owner) and _process(e) is not None
-    ]
+    return [e for e in _load() if (owner is None or e["owner"] == owner) and live(e) is not None]
+
+
+def orphans() -> dict[str, list[dict[str, Any]]]:
+    """Owner -> its live records, for owners whose driver (the kernel that started them) is gone:
+    a kernel restarted, killed or timed out mid-lesson left them running."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for entry in alive():
+        driver = entry.get("driver")
+        if driver and live(driver) is None:
+            found.setdefault(entry["owner"], []).append(entry)
+    return found
 
 
 def stop(owner: str | None = None, timeout: float = 10.0) -> list[dict[str, Any]]:
     """Terminate recorded processes still alive (and their children), then forget them."""
     entries = alive(owner)
-    live = [proc for proc in map(_process, entries) if proc is not None]
-    terminate(with_children(live), timeout)
+    running = [proc for proc in map(live, entries) if proc is not None]
+    terminate(with_children(running), timeout)
     keep = [e for e in _load() if owner is not None and e["owner"] != owner]
     _save(keep)
     return entries
@@ -122,17 +138,17 @@ def terminate(processes: list[psutil.Process], timeout: float = 10.0) -> None:
 
 def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
     """Wait for processes to exit; return the PIDs still alive after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    left = list(pids)
-    while left and time.monotonic() < deadline:
-        left = [p for p in left if psutil.pid_exists(p) and _not_zombie(p)]
-        if left:
-            time.sleep(0.2)
-    return left
+    from labkit.checks import wait_until
 
+    records = []
+    for pid in pids:
+        try:
+            records.append({"pid": pid, "create_time": psutil.Process(pid).create_time()})
+        except psutil.Error:
+            continue
 
-def _not_zombie(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+    def still_alive() -> list[int]:
+        return [r["pid"] for r in records if live(r) is not None]
+
+    wait_until(lambda: not still_alive(), timeout, interval=0.2)
+    return still_alive()

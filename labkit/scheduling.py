@@ -1,15 +1,12 @@
-"""Helpers for the scheduling lesson: latency percentiles, task timelines, utilisation, priorities.
+"""Measuring the scheduling lesson: latency percentiles, task timelines, utilisation.
 
-Ray has no task priority. :func:`priority_dispatcher` builds one honest emulation: an async actor
-that holds submitted work in a priority queue and starts at most ``slots`` Ray tasks at a time,
-highest priority first.
+(The lesson's priority dispatcher is written in its cells: it is what lesson 04 teaches.)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 Span = tuple[str, float, float, str]  # (node, start, end, kind)
 
@@ -36,7 +33,7 @@ def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
 
 
 def assign_lanes(spans: Sequence[Span]) -> list[Span]:
-    """Give overlapping spans on one node separate lanes (``node/0``, ``node/1``...) for a Gantt chart."""
+    """Give overlapping spans on one node separate lanes (``node/0``, ``node/1``...) for a Gantt."""
     out: list[Span] = []
     lane_ends: dict[str, list[float]] = {}
     for node, start, end, kind in sorted(spans, key=lambda s: (s[0], s[1])):
@@ -66,47 +63,3 @@ def utilization(spans: Sequence[Span], capacity: float) -> float:
         raise ValueError(f"capacity must be > 0, got {capacity}")
     busy = sum(end - start for _node, start, end, _kind in spans)
     return busy / (capacity * makespan(spans))
-
-
-def priority_dispatcher(slots: int):
-    """An actor handle: ``run.remote(priority, fn, *args)`` runs ``fn`` as a Ray task, higher first.
-
-    At most ``slots`` tasks run at once; queued work is started in priority order (then FIFO).
-    ``fn`` is a remote function. The call's result is ``fn``'s result.
-    """
-    import asyncio
-    import heapq
-    import itertools
-
-    import ray
-
-    @ray.remote(num_cpus=0, max_concurrency=10_000)
-    class PriorityDispatcher:
-        def __init__(self, slots: int):
-            self.free = slots
-            self.queue: list[Any] = []
-            self.counter = itertools.count()
-            self.started: list[int] = []
-
-        async def run(self, priority: int, fn, *args):
-            ready = asyncio.Event()
-            heapq.heappush(self.queue, (-priority, next(self.counter), ready))
-            self._dispatch()
-            await ready.wait()
-            self.started.append(priority)
-            try:
-                return await fn.remote(*args)
-            finally:
-                self.free += 1
-                self._dispatch()
-
-        def _dispatch(self):
-            while self.free > 0 and self.queue:
-                self.free -= 1
-                _prio, _n, ready = heapq.heappop(self.queue)
-                ready.set()
-
-        def start_order(self) -> list[int]:
-            return list(self.started)
-
-    return PriorityDispatcher.remote(slots)

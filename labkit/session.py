@@ -14,76 +14,17 @@ Idempotent: a second :func:`start` with the same arguments returns the running s
 from __future__ import annotations
 
 import atexit
-import logging
 import os
-import re
-import socket
 import sys
 import urllib.request
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit import procs
+from labkit import lifecycle, logs, procs
+from labkit.net import LOCALHOST, auth_token, enable_token_auth, free_port, token_path
 
-LOCALHOST = "127.0.0.1"
 _current: Session | None = None
-
-
-def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port that is free on ``host`` right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def token_path() -> Path:
-    """Where Ray keeps the auth token (``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``)."""
-    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
-
-
-def auth_token() -> str | None:
-    """The token Ray would use (``RAY_AUTH_TOKEN`` or the token file), or None if there is none."""
-    if os.environ.get("RAY_AUTH_TOKEN"):
-        return os.environ["RAY_AUTH_TOKEN"].strip()
-    path = token_path()
-    if path.is_file():
-        return path.read_text().strip() or None
-    return None
-
-
-def enable_token_auth() -> None:
-    """Turn token auth on for this process and its children, as Ray's own default does.
-
-    Setting ``RAY_AUTH_MODE=token`` up front keeps auth on without Ray's warning; Ray caches its
-    config at import, so it is refreshed the way Ray itself does it.
-    """
-    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
-        return
-    os.environ["RAY_AUTH_MODE"] = "token"
-    from ray._raylet import Config
-
-    Config.initialize("")
-
-
-def _quiet() -> None:
-    """Keep Ray's own chatter out of notebook output; errors still show.
-
-    (``ray.widgets`` logs "Missing packages: ['ipywidgets']" where ipywidgets is missing.)
-    """
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
-    for name in (
-        "ray",
-        "ray.data",
-        "ray.train",
-        "ray.tune",
-        "ray.serve",
-        "ray.widgets",
-        "filelock",
-    ):
-        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 @dataclass
@@ -99,6 +40,7 @@ class Session:
     session_dir: str | None = None
     real_gpus: int = 0
     pids: dict[str, list[int]] = field(default_factory=dict)
+    init_kwargs: dict[str, Any] = field(default_factory=dict)  # what ray.init was called with
     serve_started: bool = False
     _stopped: bool = False
 
@@ -210,6 +152,7 @@ class Session:
                 procs.forget(self.owner)
             if _current is self:
                 _current = None
+            lifecycle.release(self)
 
     @staticmethod
     def _serve_running() -> bool:
@@ -257,17 +200,15 @@ def start(
         "runtime_env": runtime_env,
         **ray_kwargs,
     }
-    if _current is not None and ray.is_initialized():
-        if _current.requested == requested:
-            return _current
-        print("labkit: restarting Ray with the new settings", file=sys.stderr)
-        _current.stop()
-    elif ray.is_initialized():
-        raise RuntimeError(
-            "Ray is already running in this kernel but was not started by labkit; "
-            "call ray.shutdown() first"
-        )
-    _quiet()
+    if (
+        _current is not None
+        and lifecycle.active() is _current
+        and ray.is_initialized()
+        and _current.requested == requested
+    ):
+        return _current
+    lifecycle.take_over()
+    logs.quiet_ray()
     address = os.environ.get("RAY_ADDRESS", "").strip()
     if address and address != "local":
         _current = _connect(address, requested, runtime_env, ray_kwargs)
@@ -283,64 +224,9 @@ def start(
             runtime_env,
         )
     atexit.register(_current.stop)
-    filter_worker_logs()
+    lifecycle.claim(_current)
+    logs.filter_worker_logs()
     return _current
-
-
-# Lines Ray streams to the driver that are expected, not errors of the learner's: Ray Data's
-# actor pools are torn down after their workers have exited (the GCS logs a failed kill RPC,
-# "Socket closed"), and a Ray Data ListFiles thread raises InterruptedError when a ``limit`` or
-# ``take`` stops reading early. Matched per log line; a traceback is dropped as a block.
-NOISE = (re.compile(r"Failed to kill actor \w+, return status: Invalid: KillActor RPC failed"),)
-NOISY_TRACEBACKS = (("Exception in thread pool-", "InterruptedError"),)
-
-
-def drop_noise(lines: list[str]) -> list[str]:
-    """``lines`` without :data:`NOISE` lines and :data:`NOISY_TRACEBACKS` blocks."""
-    out: list[str] = []
-    skipping_until: str | None = None
-    for line in lines:
-        if skipping_until is not None:
-            if line.strip().startswith(skipping_until):
-                skipping_until = None
-            continue
-        started = next((end for start, end in NOISY_TRACEBACKS if line.startswith(start)), None)
-        if started is not None:
-            skipping_until = started
-            continue
-        if not any(pattern.search(line) for pattern in NOISE):
-            out.append(line)
-    return out
-
-
-def filter_worker_logs() -> bool:
-    """Keep expected teardown noise out of the notebook; every other worker line still prints.
-
-    Ray prints worker and GCS log lines through one handler in the driver; this wraps it with
-    :func:`drop_noise`. It returns False (and changes nothing) where Ray's internals differ.
-    """
-    try:
-        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
-    except ImportError:  # pragma: no cover - a Ray without it
-        return False
-    with dispatcher._lock:
-        wrapped = []
-        for name, handler in dispatcher.handlers:
-            if name == "ray_print_logs" and not getattr(handler, "labkit_filtered", False):
-                handler = _filtered(handler)
-            wrapped.append((name, handler))
-        dispatcher.handlers = wrapped
-    return any(getattr(h, "labkit_filtered", False) for _, h in dispatcher.handlers)
-
-
-def _filtered(handler):
-    def handle(data):
-        lines = drop_noise(list(data.get("lines", [])))
-        if lines:
-            handler({**data, "lines": lines})
-
-    handle.labkit_filtered = True
-    return handle
 
 
 def _connect(
@@ -364,7 +250,8 @@ def _connect(
     if _labkit_dir() not in modules:
         modules.append(_labkit_dir())
     env["py_modules"] = modules
-    ctx = ray.init(address=address, runtime_env=env, logging_level="ERROR", **ray_kwargs)
+    init_kwargs = {"address": address, "runtime_env": env, "logging_level": "ERROR", **ray_kwargs}
+    ctx = ray.init(**init_kwargs)
     url = ctx.dashboard_url
     return Session(
         mode="cluster",
@@ -373,6 +260,7 @@ def _connect(
         dashboard_url=f"http://{url}" if url else None,
         serve_port=8000,
         real_gpus=0,
+        init_kwargs=init_kwargs,
     )
 
 
@@ -437,23 +325,10 @@ def _start_local(
         session_dir=ctx.address_info.get("session_dir"),
         real_gpus=real,
         pids=pids,
+        init_kwargs=kwargs,
     )
     procs.remember(pids, session.owner)
     return session
-
-
-def quiet_data() -> None:
-    """Keep Ray Data's progress logging out of notebook output (errors still show)."""
-    import ray.data
-
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.enable_operator_progress_bars = False
-    ctx.print_on_execution_start = False
-    for name in ("ray.data", "ray.train", "ray.tune"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    # A small demo dataset gives an actor pool fewer blocks than actors; that is fine here.
-    warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")
 
 
 def store_stats() -> dict[str, int]:

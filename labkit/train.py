@@ -1,4 +1,4 @@
-"""The training loops of lesson 07: one epoch function shared by plain PyTorch, plain DDP and Ray Train.
+"""Lesson 07's plumbing: one epoch function shared by plain PyTorch, plain DDP and Ray Train.
 
 The same :func:`run_epoch` runs everywhere, so differences in speed come from how the loop is
 hosted (one process, ``torch.distributed`` processes, Ray Train workers), not from the loop.
@@ -10,28 +10,102 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from labkit.models import MLP
+from labkit.params import seed_everything
+
+STATE_FILE = "state.pt"
 
 
-def build_model(cfg: dict[str, Any]) -> nn.Module:
-    """The lesson's model: an MLP sized by ``cfg`` (features, hidden, classes, depth)."""
-    torch.manual_seed(cfg.get("seed", 0))
-    return MLP(cfg["features"], cfg["hidden"], cfg["classes"], depth=cfg.get("depth", 2))
+@dataclass(frozen=True)
+class TrainConfig:
+    """The lesson's training job. Every field but the fault drill's must be given, and an unknown
+    key fails: ``TrainConfig(**config)`` is how a worker reads ``train_loop_config``, so a typo
+    cannot silently change a drill. ``asdict(cfg)`` is what ``TorchTrainer`` is handed.
+    """
+
+    n_features: int
+    hidden: int
+    n_classes: int
+    depth: int
+    epochs: int
+    batch_size: int
+    lr: float
+    seed: int
+    threads: int
+    bucket_cap_mb: int
+    # The fault drill: rank ``fail_rank`` kills its process after ``fail_after_batches`` batches
+    # of epoch ``fail_at_epoch``, on the first attempt only.
+    fail_at_epoch: int | None = None
+    fail_rank: int = 0
+    fail_after_batches: int = 1
+
+    def with_(self, **changes: Any) -> TrainConfig:
+        """A copy with ``changes`` (checked like the constructor)."""
+        return TrainConfig(**{**asdict(self), **changes})
+
+
+def build_model(cfg: TrainConfig) -> nn.Module:
+    """The lesson's model: an MLP sized by ``cfg``, initialised from ``cfg.seed``."""
+    seed_everything(cfg.seed)
+    return MLP(cfg.n_features, cfg.hidden, cfg.n_classes, depth=cfg.depth)
+
+
+def _unwrapped(model: nn.Module) -> nn.Module:
+    """The model inside a DDP wrapper (``prepare_model`` wraps it when there are 2+ workers)."""
+    return model.module if hasattr(model, "module") else model
+
+
+def save_state(directory: str, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int):
+    """Write model, optimizer and epoch to ``directory/state.pt`` (a checkpoint's contents)."""
+    torch.save(
+        {
+            "model": _unwrapped(model).state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "epoch": epoch,
+        },
+        os.path.join(directory, STATE_FILE),
+    )
+
+
+def load_state(
+    directory: str,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    device: torch.device | str = "cpu",
+) -> int:
+    """Load what :func:`save_state` wrote into ``model`` (and ``optimizer``); return its epoch."""
+    state = torch.load(os.path.join(directory, STATE_FILE), map_location=device, weights_only=True)
+    _unwrapped(model).load_state_dict(state["model"])
+    if optimizer is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    return int(state["epoch"])
+
+
+def crash_after(batches: Iterable, n_batches: int):
+    """Fault injection: yield ``n_batches`` batches, then kill this process (a crash, not an
+    exception, so Ray Train sees a dead worker).
+
+    Crash mid-epoch, not at its start: Train V2's controller collects reports asynchronously,
+    so a crash right after ``ray.train.report`` can beat the checkpoint's registration.
+    """
+    for i, batch in enumerate(batches):
+        if i == n_batches:
+            os._exit(1)
+        yield batch
 
 
 def run_epoch(
     model: nn.Module, optimizer: torch.optim.Optimizer, batches: Iterable, device: torch.device
 ) -> dict[str, float]:
-    """One pass of training: rows, seconds, seconds waiting for data (and for the first batch), loss."""
+    """One pass of training: rows, seconds, seconds waiting for data (and the first batch), loss."""
     model.train()
     rows, loss_sum, wait_s, first_wait_s = 0, 0.0, 0.0, None
     start = time.perf_counter()
@@ -71,7 +145,7 @@ def run_epoch(
 def tensor_batches(
     x: torch.Tensor, y: torch.Tensor, batch_size: int, rank: int = 0, world: int = 1
 ):
-    """This rank's share of in-memory tensors, in batches (contiguous shards, like DDP's sampler)."""
+    """This rank's share of in-memory tensors, in batches (contiguous shards, as DDP's sampler)."""
     n = len(x) // world
     xs, ys = x[rank * n : (rank + 1) * n], y[rank * n : (rank + 1) * n]
     for i in range(0, n, batch_size):
@@ -142,101 +216,24 @@ def plan_workers(
     return WorkerPlan(workers, False, cpus_per_worker, reason)
 
 
-def ray_train_loop(config: dict[str, Any]) -> dict[str, Any]:
-    """Ray Train's ``train_loop_per_worker``: DDP via prepare_model, data via get_dataset_shard.
-
-    Reports every epoch with a checkpoint; resumes from the latest checkpoint after a failure.
-    ``fail_at_epoch`` makes rank ``fail_rank`` die (the process exits) the first time it reaches
-    that epoch, to drill fault tolerance.
-    """
-    import ray.train
-    import ray.train.torch
-
-    torch.set_num_threads(config.get("threads", 1))
-    ctx = ray.train.get_context()
-    rank = ctx.get_world_rank()
-    device = ray.train.torch.get_device()
-    model = ray.train.torch.prepare_model(
-        build_model(config),
-        parallel_strategy_kwargs={"bucket_cap_mb": config.get("bucket_cap_mb", 25)},
-    )
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.get("lr", 1e-3))
-    start_epoch, resumed_from = 0, None
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint:
-        with checkpoint.as_directory() as d:
-            state = torch.load(os.path.join(d, "state.pt"), map_location=device, weights_only=True)
-        model.module.load_state_dict(state["model"]) if hasattr(
-            model, "module"
-        ) else model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        start_epoch = resumed_from = state["epoch"] + 1
-    shard = ray.train.get_dataset_shard("train")
-    epochs = []
-    for epoch in range(start_epoch, config["epochs"]):
-        batches = shard.iter_torch_batches(batch_size=config["batch_size"], device=device)
-        if (
-            config.get("fail_at_epoch") == epoch
-            and resumed_from is None
-            and rank == config.get("fail_rank", 0)
-        ):
-            batches = _crash_halfway(batches, config)
-        stats = run_epoch(model, optimizer, batches, device)
-        stats.update(epoch=epoch, rank=rank, world=ctx.get_world_size(), resumed_from=resumed_from)
-        epochs.append(stats)
-        with tempfile.TemporaryDirectory() as d:
-            ckpt = None
-            if rank == 0:
-                raw = model.module if hasattr(model, "module") else model
-                torch.save(
-                    {
-                        "model": raw.state_dict(),
-                        "optimizer": optimizer.state_dict(),
-                        "epoch": epoch,
-                    },
-                    os.path.join(d, "state.pt"),
-                )
-                ckpt = ray.train.Checkpoint.from_directory(d)
-            ray.train.report(
-                {"epoch": epoch, "loss": stats["loss"], "rows_per_s": stats["rows_per_s"]},
-                checkpoint=ckpt,
-            )
-    return {"rank": rank, "epochs": epochs, "resumed_from": resumed_from}
-
-
-def _crash_halfway(batches: Iterable, config: dict[str, Any]):
-    """Yield about half an epoch of batches, then kill this process (a crash, not an exception).
-
-    Halfway, not at the epoch's start: Train V2's controller collects reports asynchronously,
-    so a crash right after ``ray.train.report`` can beat the checkpoint's registration.
-    """
-    half = max(1, config.get("rows_per_worker", 0) // config["batch_size"] // 2)
-    for i, batch in enumerate(batches):
-        if i == half:
-            os._exit(1)
-        yield batch
-
-
 # ---------------------------------------------------------------- plain torch.distributed
 
 
-def _ddp_worker(rank: int, world: int, port: int, config: dict[str, Any], x, y, out) -> None:
+def _ddp_worker(rank: int, world: int, port: int, cfg: TrainConfig, x, y, out) -> None:
     import torch.distributed as dist
 
-    torch.set_num_threads(config.get("threads", 1))
+    torch.set_num_threads(cfg.threads)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         model = nn.parallel.DistributedDataParallel(
-            build_model(config), bucket_cap_mb=config.get("bucket_cap_mb", 25)
+            build_model(cfg), bucket_cap_mb=cfg.bucket_cap_mb
         )
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.get("lr", 1e-3))
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
         device = torch.device("cpu")
         stats = [
-            run_epoch(
-                model, optimizer, tensor_batches(x, y, config["batch_size"], rank, world), device
-            )
-            for _ in range(config["epochs"])
+            run_epoch(model, optimizer, tensor_batches(x, y, cfg.batch_size, rank, world), device)
+            for _ in range(cfg.epochs)
         ]
         out.put((rank, stats))
     finally:
@@ -244,7 +241,7 @@ def _ddp_worker(rank: int, world: int, port: int, config: dict[str, Any], x, y, 
 
 
 def plain_ddp(
-    config: dict[str, Any], x: torch.Tensor, y: torch.Tensor, world: int
+    cfg: TrainConfig, x: torch.Tensor, y: torch.Tensor, *, world: int
 ) -> list[list[dict]]:
     """Train with plain ``torch.distributed`` DDP (gloo, CPU) in ``world`` processes, no Ray.
 
@@ -252,14 +249,13 @@ def plain_ddp(
     """
     import torch.multiprocessing as mp
 
-    from labkit.session import free_port
+    from labkit.net import free_port
 
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
     port = free_port()
     procs = [
-        ctx.Process(target=_ddp_worker, args=(r, world, port, config, x, y, out))
-        for r in range(world)
+        ctx.Process(target=_ddp_worker, args=(r, world, port, cfg, x, y, out)) for r in range(world)
     ]
     for proc in procs:
         proc.start()

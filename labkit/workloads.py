@@ -12,7 +12,7 @@ import time
 
 
 def spin(iterations: int) -> int:
-    """Burn one core for ``iterations`` loop steps; returns a checksum so nothing is optimised away."""
+    """Burn one core for ``iterations`` loop steps; return a checksum (nothing is optimised out)."""
     if iterations < 0:
         raise ValueError(f"iterations must be >= 0, got {iterations}")
     acc = 0
@@ -35,7 +35,7 @@ def calibrate(target_ms: float, probe_iterations: int = 200_000) -> int:
 
 
 def split(total: int, parts: int) -> list[tuple[int, int]]:
-    """Split ``range(total)`` into ``parts`` contiguous ``(start, stop)`` chunks of near-equal size."""
+    """Split ``range(total)`` into ``parts`` contiguous ``(start, stop)`` chunks, near-equal."""
     if parts < 1 or total < 0:
         raise ValueError(f"need parts >= 1 and total >= 0, got {parts}, {total}")
     edges = [total * k // parts for k in range(parts + 1)]

@@ -15,6 +15,26 @@ def _setup():
     return model, opt, x, y
 
 
+def make_step(model, optimizer, loss_fn, device, dtype):
+    """The AMP step lesson 07 writes in its cell (a GradScaler only for fp16)."""
+    scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
+
+    def step(x, y):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.amp.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = loss_fn(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        return loss.item()
+
+    return step
+
+
 def test_dtype_choice_on_cpu():
     assert amp.amp_dtype(CPU) == torch.bfloat16
     assert isinstance(amp.cpu_has_bf16(), bool)
@@ -24,7 +44,7 @@ def test_dtype_choice_on_cpu():
 @pytest.mark.parametrize("dtype", [None, torch.bfloat16])
 def test_steps_train(dtype):
     model, opt, x, y = _setup()
-    step = amp.make_step(model, opt, nn.functional.cross_entropy, CPU, dtype)
+    step = make_step(model, opt, nn.functional.cross_entropy, CPU, dtype)
     losses = [step(x, y) for _ in range(30)]
     assert losses[-1] < losses[0]
 
@@ -53,7 +73,8 @@ def _lm():
 
 def test_measure_config_reports_a_consistent_row():
     rows = {
-        dt: amp.measure_config(_lm, CPU, dt, steps=2, warmup=1) for dt in (None, torch.bfloat16)
+        dt: amp.measure_config(_lm, CPU, dt, make_step=make_step, steps=2, warmup=1)
+        for dt in (None, torch.bfloat16)
     }
     fp32, bf16 = rows[None], rows[torch.bfloat16]
     params = list(_lm()[0].parameters())
@@ -75,7 +96,7 @@ def test_state_bytes_counts_params_grads_and_adam():
     model, opt, x, y = _setup()
     n = sum(p.numel() for p in model.parameters())
     assert amp.state_bytes(model, opt) == 4 * n
-    amp.make_step(model, opt, nn.functional.cross_entropy, CPU, None)(x, y)
+    make_step(model, opt, nn.functional.cross_entropy, CPU, None)(x, y)
     assert amp.state_bytes(model, opt) == 4 * n * 4 + 4 * len(
         opt.state
     )  # grads + exp_avg(+sq) + steps
@@ -83,7 +104,7 @@ def test_state_bytes_counts_params_grads_and_adam():
 
 def test_measure_steps_and_flops():
     model, opt, x, y = _setup()
-    step = amp.make_step(model, opt, nn.functional.cross_entropy, CPU, None)
+    step = make_step(model, opt, nn.functional.cross_entropy, CPU, None)
     assert amp.measure_steps(step, [(x, y)] * 4, CPU, warmup=1) > 0
     with pytest.raises(ValueError):
         amp.measure_steps(step, [(x, y)], CPU, warmup=2)

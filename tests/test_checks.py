@@ -37,3 +37,14 @@ def test_first_line_never_cuts_a_word():
     assert checks.first_line(text, 100) == "alpha beta gamma delta"
     assert checks.first_line(text, 13) == "alpha beta …"
     assert checks.first_line("", 10) == ""
+
+
+def test_wait_until_returns_the_first_truthy_value_or_the_last_falsy_one():
+    calls = []
+
+    def third_time():
+        calls.append(1)
+        return len(calls) if len(calls) >= 3 else None
+
+    assert checks.wait_until(third_time, timeout=5, interval=0.01) == 3
+    assert checks.wait_until(lambda: [], timeout=0.05, interval=0.01) == []

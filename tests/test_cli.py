@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import cli, procs
+from labkit import cli, doctor, procs
 
 ROOT = Path(__file__).resolve().parents[1]
 LABKIT = [sys.executable, "-m", "labkit.cli"]
@@ -32,7 +32,7 @@ def test_notebooks_to_run_by_prefix_and_default():
 
 
 def test_doctor_reports_what_a_helper_needs():
-    report = cli.doctor_report()
+    report = doctor.report()
     for key in (
         "python",
         "ray",

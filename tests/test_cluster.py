@@ -1,4 +1,4 @@
-"""Local multi-node clusters: real raylets on one machine, and a workshop cluster that outlives the CLI."""
+"""Local multi-node clusters (real raylets on one machine), and a workshop cluster."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ import time
 import psutil
 import pytest
 
-from labkit import cluster, procs
+from labkit import cluster, procs, raystart, workshop
 
 pytestmark = pytest.mark.ray
 
@@ -48,7 +48,7 @@ def test_local_cluster_places_tasks_on_separate_nodes_and_cleans_up(state_dir):
         assert len([n for n in ray.nodes() if n["Alive"]]) == 2
         assert procs.alive(f"cluster:{temp_dir}")
     assert not ray.is_initialized()
-    assert cluster.processes_under(temp_dir) == []
+    assert raystart.processes_under(temp_dir) == []
     assert procs.alive(f"cluster:{temp_dir}") == []
 
 
@@ -59,7 +59,7 @@ def test_workshop_cluster_up_join_down(state_dir):
         cli + ["up", "--workers", "1"], env=env, capture_output=True, text=True, timeout=240
     )
     assert up.returncode == 0, up.stderr[-2000:]
-    state = cluster.status()
+    state = workshop.status()
     try:
         assert state["up"] and state["nodes"] == 2 and "RAY_AUTH_MODE=token" in up.stdout
         code = (
@@ -89,13 +89,13 @@ def test_workshop_cluster_up_join_down(state_dir):
     assert not any(
         psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids
     )
-    assert cluster.processes_under(state["temp_dir"]) == []
-    assert not cluster.state_path().exists()
+    assert raystart.processes_under(state["temp_dir"]) == []
+    assert not workshop.state_path().exists()
 
 
 def test_down_without_a_cluster_is_a_no_op(state_dir):
-    assert cluster.down() == 0
-    assert cluster.status() == {"up": False, "alive": 0}
+    assert workshop.down() == 0
+    assert workshop.status() == {"up": False, "alive": 0}
 
 
 def test_elastic_config_passes_rays_validator_and_checks_its_bounds():
@@ -134,7 +134,7 @@ def test_elastic_cluster_scales_up_for_pending_work_then_down_when_idle(state_di
         assert cluster.FAKE_HEAD_NODE_ID not in ray.get(refs)  # the 0-CPU head ran nothing
         assert procs.alive(f"cluster:{temp_dir}")
     assert not ray.is_initialized()
-    assert cluster.processes_under(temp_dir) == []
+    assert raystart.processes_under(temp_dir) == []
     assert procs.alive(f"cluster:{temp_dir}") == []
 
 

@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 
 from labkit import data
-from labkit.params import ParameterError
 
 
 @pytest.fixture
@@ -29,19 +28,13 @@ def test_classification_is_learnable():
     assert 0.6 < acc < 0.999  # learnable, not trivial (chance is 0.25)
 
 
-def test_images_tokens_interactions_shapes_and_determinism():
+def test_images_and_tokens_shapes_and_determinism():
     x, y = data.images(20, size=16, channels=3, n_classes=5, seed=0)
     assert x.shape == (20, 3, 16, 16) and x.dtype == np.float32 and y.max() < 5
     assert np.array_equal(x, data.images(20, size=16, channels=3, n_classes=5, seed=0)[0])
     t = data.tokens(10, seq_len=12, vocab=50, seed=0)
     assert t.shape == (10, 12) and t.min() >= 0 and t.max() < 50
     assert np.array_equal(t, data.tokens(10, seq_len=12, vocab=50, seed=0))
-    inter = data.interactions(30, 40, 500, rank=4, seed=0)
-    assert set(inter) == {"user", "item", "rating", "clicked"}
-    assert inter["user"].max() < 30 and inter["item"].max() < 40
-    assert inter["rating"].min() >= 1 and inter["rating"].max() <= 5
-    again = data.interactions(30, 40, 500, rank=4, seed=0)
-    assert all(np.array_equal(inter[k], again[k]) for k in inter)
 
 
 def test_tokens_follow_the_chain():
@@ -57,19 +50,12 @@ def test_tokens_follow_the_chain():
         lambda: data.classification(10, n_classes=1),
         lambda: data.images(-1),
         lambda: data.tokens(5, seq_len=0),
-        lambda: data.interactions(10, 10, 0),
         lambda: data.classification(True),
     ],
 )
 def test_bad_sizes_raise(call):
     with pytest.raises(ValueError):
         call()
-
-
-def test_rows_for_sizes():
-    assert data.rows_for("smoke") < data.rows_for("small") < data.rows_for("full")
-    with pytest.raises(ParameterError, match="smoke, small, full"):
-        data.rows_for("tiny")
 
 
 def test_same_seed_same_bytes(tmp_path):
@@ -102,18 +88,6 @@ def test_cached_builds_once_and_round_trips(cache):
     assert np.array_equal(x, ex) and np.array_equal(y, ey)
     with pytest.raises(ValueError):
         data.cached("../evil", build)
-
-
-def test_classification_parquet_is_sized_by_size(cache):
-    path = data.classification_parquet("smoke", seed=0, n_features=8)
-    x, y = data.read_xy(path)
-    assert x.shape == (data.rows_for("smoke"), 8) and len(y) == len(x)
-
-
-def test_digits_come_from_scikit_learn(cache):
-    x, y = data.read_xy(data.digits_parquet())
-    assert x.shape == (1797, 64) and 0.0 <= x.min() and x.max() <= 1.0
-    assert sorted(set(y.tolist())) == list(range(10))
 
 
 def test_shards_split_and_read_back(cache):

@@ -1,4 +1,4 @@
-"""deploy/: the cluster launcher YAML passes Ray's validator; the RayCluster passes the CRD schema."""
+"""deploy/: the launcher YAML passes Ray's validator; the RayCluster passes the CRD schema."""
 
 import copy
 

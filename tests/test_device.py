@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from labkit import device
+from labkit import device, params
 from labkit.device import DeviceError
 from labkit.params import ParameterError
 
@@ -39,9 +39,9 @@ def test_bad_device_name():
 
 
 def test_seed_everything_repeats_torch():
-    device.seed_everything(5)
+    params.seed_everything(5)
     a = torch.rand(3)
-    device.seed_everything(5)
+    params.seed_everything(5)
     assert torch.equal(a, torch.rand(3))
 
 

@@ -1,5 +1,6 @@
 """The repository's own rules: stripped notebooks that follow the contract, ruff, matching deps."""
 
+import ast
 import re
 import subprocess
 import sys
@@ -13,6 +14,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CONTRACT = ("SIZE", "DEVICE", "SEED", "RESULTS_DIR")
+
+
+def _only_imports(source: str) -> bool:
+    body = ast.parse(source).body
+    return bool(body) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
 
 
 def test_there_are_notebooks():
@@ -32,7 +38,9 @@ def test_notebook_is_stripped_and_follows_the_contract(path):
     assert "parameters" in first.metadata.get("tags", []), "tag the first code cell 'parameters'"
     for name in CONTRACT:
         assert re.search(rf"^{name} = None\b", first.source, re.M), f"{name} = None missing"
-    setup_cell = code[1].source
+    # The cell after the parameters calls labkit.setup, or holds only imports and the next does.
+    setup_at = 2 if _only_imports(code[1].source) else 1
+    setup_cell = code[setup_at].source
     assert f'"{path.stem}"' in setup_cell and "labkit.setup(" in setup_cell, (
         "the cell after the parameters must call labkit.setup with the notebook's own name"
     )
@@ -109,3 +117,142 @@ def test_gitignore_keeps_outputs_and_cache_out():
     ignored = (ROOT / ".gitignore").read_text().splitlines()
     for entry in ("runs/", "data/cache/", ".venv/", ".labkit/"):
         assert entry in ignored
+
+
+# ---------------------------------------------------------------- a lesson's surface
+
+LINK = re.compile(r"\]\(([^)#\s]+\.ipynb)\)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_header_summary_and_links_a_learner_can_follow(path):
+    nb = nbformat.read(path, as_version=4)
+    header = nb.cells[0].source
+    assert "**Time:** about" in header and "min to work through" in header, (
+        f"{path.name}: the header gives the learner's time as well as the machine's"
+    )
+    assert "**Prerequisites:**" in header
+    if not path.name.startswith("00"):
+        assert LINK.search(header.split("**Prerequisites:**")[1]), "prerequisites are links"
+    summary = next(c.source for c in nb.cells if c.source.startswith("## Summary"))
+    assert "**Key API:**" in summary and "**Next:**" in summary, (
+        f"{path.name}: the summary ends with a Key API list and a Next line"
+    )
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for target in LINK.findall(cell.source):
+                assert (path.parent / target).is_file(), f"{path.name}: link to missing {target}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_private_ray_api_in_lesson_code(path):
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert not re.search(r"ray\._private|__ray_\w+__", cell.source), (
+                f"{path.name}: cell {i} uses a private Ray API; use the public one (or labkit)"
+            )
+
+
+# ---------------------------------------------------------------- one vocabulary (STYLE.md)
+
+SCALE_KEY = re.compile(
+    r"^(n_[a-z_]+"  # counts: n_rows, n_tasks, n_files
+    r"|[a-z_]+_(s|ms|mb|gb|bytes)"  # sizes and durations carry their unit
+    r"|([a-z_]+_)?(repeats|steps|epochs)"  # repetitions
+    r"|batch_size|hidden|depth|gpt|amp_models|prime_limit|max_workers)$"
+)
+
+
+def _scale_keys(expr: ast.expr) -> set[str]:
+    """The keys a scale entry sets: dict displays, dict(...) calls, ** and | of those."""
+    if isinstance(expr, ast.Dict):
+        keys = set()
+        for key, value in zip(expr.keys, expr.values):
+            keys |= _scale_keys(value) if key is None else {key.value}
+        return keys
+    if isinstance(expr, ast.Call) and getattr(expr.func, "id", "") == "dict":
+        keys = set()
+        for kw in expr.keywords:
+            keys |= _scale_keys(kw.value) if kw.arg is None else {kw.arg}
+        return keys
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitOr):
+        return _scale_keys(expr.left) | _scale_keys(expr.right)
+    raise AssertionError(f"write scale entries as dict literals, not {ast.dump(expr)[:60]}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_scale_keys_follow_the_vocabulary(path):
+    nb = nbformat.read(path, as_version=4)
+    setup = next(c.source for c in nb.cells if "labkit.setup(" in c.source)
+    call = next(
+        n
+        for n in ast.walk(ast.parse(setup))
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "setup"
+    )
+    scale = next(kw.value for kw in call.keywords if kw.arg == "scale")
+    keys = set().union(*(_scale_keys(v) for v in scale.values))
+    bad = sorted(k for k in keys if not SCALE_KEY.match(k))
+    assert not bad, f"{path.name}: scale keys outside STYLE.md's vocabulary: {bad}"
+
+
+# ---------------------------------------------------------------- labkit's own surface
+
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MODULES = sorted(p for p in (ROOT / "labkit").glob("*.py") if p.stem != "__init__")
+
+
+def _top_level_definitions() -> dict[tuple[str, str], set[str]]:
+    """(module, name) -> the words its definition uses, for every top-level def/class/constant."""
+    defs = {}
+    for path in MODULES:
+        src = path.read_text()
+        for node in ast.parse(src).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+            else:
+                continue
+            for name in names:
+                defs[(path.stem, name)] = set(WORD.findall(ast.get_source_segment(src, node)))
+    return defs
+
+
+def test_every_public_labkit_name_is_reached_from_a_notebook_or_the_cli():
+    defs = _top_level_definitions()
+    by_name: dict[str, list] = {}
+    for key in defs:
+        by_name.setdefault(key[1], []).append(key)
+    roots = set()
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                roots |= set(WORD.findall(cell.source))
+    for path in (ROOT / "labkit" / "cli.py", ROOT / "labkit" / "__init__.py", ROOT / "Makefile"):
+        roots |= set(WORD.findall(path.read_text()))
+    reached, todo, seen = set(), list(roots), set()
+    while todo:
+        word = todo.pop()
+        if word in seen:
+            continue
+        seen.add(word)
+        for key in by_name.get(word, []):
+            if key not in reached:
+                reached.add(key)
+                todo.extend(defs[key])
+    dead = sorted(
+        f"labkit.{m}.{n}" for m, n in defs if (m, n) not in reached and not n.startswith("_")
+    )
+    assert not dead, f"public names no notebook or CLI reaches (remove, or make private): {dead}"
+
+
+def test_lazy_modules_and_the_readme_list_every_module():
+    import labkit
+
+    eager = {"params", "measure", "checks"}
+    assert set(labkit._LAZY_MODULES) | eager == {p.stem for p in MODULES}
+    layout = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
+    missing = [p.stem for p in MODULES if not re.search(rf"^\s+{p.stem}\s", layout, re.M)]
+    assert not missing, f"README's layout does not list: {missing}"

@@ -11,7 +11,7 @@ import urllib.request
 import psutil
 
 from labkit import procs
-from labkit.session import free_port
+from labkit.net import free_port
 
 
 def test_lab_server_is_loopback_only_with_token_auth(tmp_path):

@@ -109,6 +109,9 @@ def test_params_imports_no_ray():
     import subprocess
     import sys
 
-    code = "import sys, labkit; labkit.setup('00_x'); print('ray' in sys.modules, 'torch' in sys.modules)"
+    code = (
+        "import sys, labkit; labkit.setup('00_x'); "
+        "print('ray' in sys.modules, 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"

@@ -84,3 +84,16 @@ def test_stacked_bars_and_markers():
     assert sorted(legend) == ["activations", "copies", "measured peak", "state"]
     with pytest.raises(ValueError):
         plots.stacked({}, title="t", ylabel="y")
+
+
+def test_resource_table_shows_gib_and_custom_resources_without_ray_markers():
+    table = plots.resource_table(
+        {
+            "head": {"CPU": 1.0, "memory": 3 * 2**30, "object_store_memory": 2**29, "node:1.2": 1},
+            "node1": {"CPU": 2.0, "GPU": 2.0, "FPGA": 4.0, "accelerator_type:H200": 1.0},
+        }
+    )
+    assert list(table.index) == ["head", "node1"]
+    assert table.loc["head", "memory GiB"] == 3.0 and table.loc["head", "object store GiB"] == 0.5
+    assert table.loc["node1", "FPGA"] == 4 and table.loc["head", "FPGA"] == 0
+    assert not [c for c in table.columns if c.startswith(("node:", "accelerator_type"))]

@@ -64,7 +64,10 @@ def test_corrupt_registry_is_treated_as_empty(registry):
 
 
 def test_with_children_finds_the_whole_tree_once():
-    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    code = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code])
     try:
         deadline = time.monotonic() + 10

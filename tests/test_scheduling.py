@@ -1,5 +1,3 @@
-import time
-
 import pytest
 
 from labkit import scheduling as sch
@@ -30,29 +28,3 @@ def test_lanes_makespan_utilization():
     assert sch.utilization(spans, capacity=2) == pytest.approx(7.0 / 8.0)
     with pytest.raises(ValueError):
         sch.utilization(spans, 0)
-
-
-@pytest.mark.ray
-def test_dispatcher_starts_high_priority_first():
-    import ray
-
-    from labkit import session
-
-    s = session.start(num_cpus=2, dashboard=False)
-    try:
-
-        @ray.remote(num_cpus=0)
-        def work(seconds, tag):
-            time.sleep(seconds)
-            return tag
-
-        dispatcher = sch.priority_dispatcher(slots=1)
-        blocker = dispatcher.run.remote(0, work, 0.5, "first")
-        time.sleep(0.2)  # the blocker holds the only slot
-        low = [dispatcher.run.remote(1, work, 0.0, f"low{i}") for i in range(3)]
-        time.sleep(0.1)
-        high = dispatcher.run.remote(10, work, 0.0, "high")
-        assert ray.get(low + [high, blocker]) == ["low0", "low1", "low2", "high", "first"]
-        assert ray.get(dispatcher.start_order.remote()) == [0, 10, 1, 1, 1]
-    finally:
-        s.stop()

@@ -10,7 +10,7 @@ import urllib.request
 import psutil
 import pytest
 
-from labkit import procs, session
+from labkit import logs, net, procs, session
 
 pytestmark = pytest.mark.ray
 
@@ -41,7 +41,7 @@ def test_start_is_idempotent(local):
 def test_expected_teardown_noise_is_dropped_and_worker_prints_are_not(local, capfd):
     import ray
 
-    assert session.filter_worker_logs()  # idempotent: the session already wrapped the handler
+    assert logs.filter_worker_logs()  # idempotent: the session already wrapped the handler
     lines = [
         "before",
         "[2026 E 1] (gcs_server) gcs_actor_scheduler.cc:538: Failed to kill actor NIL_ID, return "
@@ -54,7 +54,7 @@ def test_expected_teardown_noise_is_dropped_and_worker_prints_are_not(local, cap
         "InterruptedError",
         "after",
     ]
-    assert session.drop_noise(lines) == ["before", "after"]
+    assert logs.drop_noise(lines) == ["before", "after"]
 
     @ray.remote
     def shout():
@@ -142,7 +142,7 @@ def test_stop_tears_down_serve_then_ray_and_leaves_nothing():
 
 def test_joining_an_existing_cluster_ships_labkit(tmp_path):
     """RAY_ADDRESS set: connect with token auth, no resource args, labkit importable on workers."""
-    gcs_port, dash_port = session.free_port(), session.free_port()
+    gcs_port, dash_port = net.free_port(), net.free_port()
     env = dict(os.environ, RAY_AUTH_MODE="token")
     head = subprocess.Popen(
         [

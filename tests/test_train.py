@@ -1,19 +1,66 @@
+from dataclasses import asdict
+
 import pytest
 import torch
 
 from labkit import train as lt
 
-CFG = {
-    "features": 8,
-    "hidden": 16,
-    "classes": 3,
-    "depth": 1,
-    "epochs": 2,
-    "batch_size": 32,
-    "lr": 1e-2,
-    "seed": 0,
-    "threads": 1,
-}
+CFG = lt.TrainConfig(
+    n_features=8,
+    hidden=16,
+    n_classes=3,
+    depth=1,
+    epochs=2,
+    batch_size=32,
+    lr=1e-2,
+    seed=0,
+    threads=1,
+    bucket_cap_mb=25,
+)
+
+
+def test_a_missing_or_misspelt_config_key_fails():
+    fields = asdict(CFG)
+    del fields["bucket_cap_mb"]
+    with pytest.raises(TypeError, match="bucket_cap_mb"):
+        lt.TrainConfig(**fields)
+    with pytest.raises(TypeError, match="fail_at_epok"):
+        CFG.with_(fail_at_epok=1)
+    assert CFG.with_(fail_at_epoch=1).fail_at_epoch == 1 and CFG.fail_at_epoch is None
+
+
+def test_state_round_trips_through_a_directory_and_unwraps_ddp(tmp_path):
+    model = lt.build_model(CFG)
+    opt = torch.optim.Adam(model.parameters(), lr=CFG.lr)
+    x, y = _data()
+    lt.run_epoch(model, opt, lt.tensor_batches(x, y, 32), torch.device("cpu"))
+
+    class Wrapped(torch.nn.Module):  # what DDP looks like to save_state: the model is .module
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+    lt.save_state(str(tmp_path), Wrapped(model), opt, epoch=3)
+    fresh = lt.build_model(CFG.with_(seed=1))
+    fresh_opt = torch.optim.Adam(fresh.parameters(), lr=CFG.lr)
+    assert lt.load_state(str(tmp_path), fresh, fresh_opt) == 3
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values())
+    )
+    assert fresh_opt.state_dict()["state"]
+
+
+def test_crash_after_kills_the_process_mid_epoch():
+    import multiprocessing as mp
+
+    def consume():
+        for _ in lt.crash_after(iter(range(10)), 3):
+            pass
+
+    proc = mp.get_context("fork").Process(target=consume)
+    proc.start()
+    proc.join(timeout=30)
+    assert proc.exitcode == 1
 
 
 def _data(n=256):
@@ -33,7 +80,7 @@ def test_tensor_batches_shard_by_rank():
 def test_run_epoch_trains_and_times_itself():
     x, y = _data()
     model = lt.build_model(CFG)
-    opt = torch.optim.Adam(model.parameters(), lr=CFG["lr"])
+    opt = torch.optim.Adam(model.parameters(), lr=CFG.lr)
     stats = [
         lt.run_epoch(model, opt, lt.tensor_batches(x, y, 32), torch.device("cpu")) for _ in range(5)
     ]
@@ -55,7 +102,7 @@ def test_steady_rows_per_s_skips_warmup():
 def test_plain_ddp_trains_in_two_processes():
     x, y = _data()
     per_rank = lt.plain_ddp(CFG, x, y, world=2)
-    assert len(per_rank) == 2 and all(len(r) == CFG["epochs"] for r in per_rank)
+    assert len(per_rank) == 2 and all(len(r) == CFG.epochs for r in per_rank)
     assert all(e["rows"] == 128 for r in per_rank for e in r)
     # DDP keeps replicas in sync: both ranks see the same loss trend
     assert all(r[-1]["loss"] < r[0]["loss"] for r in per_rank)

@@ -1,0 +1,65 @@
+"""``labkit doctor``: what a workshop helper asks for first, as a dict (the CLI prints it)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from labkit import params, procs
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.3)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def report() -> dict[str, Any]:
+    """Facts about this machine a workshop helper needs: versions, GPUs, cores, memory, ports."""
+    import psutil
+
+    from labkit.device import nvidia_smi_gpus
+    from labkit.measure import _version
+    from labkit.net import auth_token, token_path
+
+    report: dict[str, Any] = {
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "platform": platform.platform(),
+        "labkit root": str(params.repo_root()),
+        "ray": _version("ray") or "NOT INSTALLED",
+        "torch": _version("torch") or "NOT INSTALLED",
+    }
+    try:
+        import torch
+
+        report["torch cuda build"] = torch.version.cuda or "none (CPU build)"
+        report["cuda available"] = torch.cuda.is_available()
+        if torch.cuda.is_available():
+            report["torch gpus"] = [
+                torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
+            ]
+    except ImportError:
+        pass
+    report["nvidia-smi gpus"] = nvidia_smi_gpus() or "none"
+    report["cpu cores"] = f"{os.cpu_count()} logical, {psutil.cpu_count(logical=False)} physical"
+    vm = psutil.virtual_memory()
+    report["memory"] = f"{vm.total / 2**30:.1f} GiB total, {vm.available / 2**30:.1f} GiB available"
+    if Path("/dev/shm").exists():
+        shm = shutil.disk_usage("/dev/shm")
+        report["/dev/shm"] = f"{shm.total / 2**30:.1f} GiB (Ray's object store lives here)"
+    else:
+        report["/dev/shm"] = "missing (Ray falls back to /tmp, slower)"
+    report["ray auth token"] = (
+        f"present ({token_path()})" if auth_token() else f"none yet ({token_path()})"
+    )
+    report["RAY_ADDRESS"] = os.environ.get("RAY_ADDRESS") or "unset (local Ray)"
+    report["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE") or "unset"
+    busy = [p for p in (6379, 8265, 8000, 8888, 10001) if _port_in_use(p)]
+    report["ports busy on 127.0.0.1"] = busy or "none of 6379, 8265, 8000, 8888, 10001"
+    report["kit processes alive"] = len(procs.alive())
+    return report

@@ -1,0 +1,49 @@
+"""Where a kit session listens and how it authenticates: 127.0.0.1, free ports, Ray's token.
+
+Everything the kit starts listens on 127.0.0.1 (never 0.0.0.0) on a port the OS says is free,
+and keeps Ray's token auth on.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+LOCALHOST = "127.0.0.1"
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A TCP port that is free on ``host`` right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def token_path() -> Path:
+    """Where Ray keeps the auth token (``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``)."""
+    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+
+
+def auth_token() -> str | None:
+    """The token Ray would use (``RAY_AUTH_TOKEN`` or the token file), or None if there is none."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return os.environ["RAY_AUTH_TOKEN"].strip()
+    path = token_path()
+    if path.is_file():
+        return path.read_text().strip() or None
+    return None
+
+
+def enable_token_auth() -> None:
+    """Turn token auth on for this process and its children, as Ray's own default does.
+
+    Setting ``RAY_AUTH_MODE=token`` up front keeps auth on without Ray's warning; Ray caches its
+    config at import, so it is refreshed the way Ray itself does it.
+    """
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    from ray._raylet import Config
+
+    Config.initialize("")
