@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit import lifecycle, procs, raystart
+from labkit import lifecycle, logs, procs, raystart
 from labkit.net import LOCALHOST, enable_token_auth, free_port
 
 # ---------------------------------------------------------------- in-process cluster
@@ -76,6 +76,8 @@ class LocalCluster:
                 self.add_node(**spec)
             if self.connect:
                 ray.init(address=self._cluster.address, logging_level="ERROR")
+                logs.quiet_ray()
+                logs.filter_worker_logs()
             self._remember()
         except BaseException:
             self.stop()
@@ -330,6 +332,8 @@ class ElasticCluster:
             atexit.register(self.stop)
             if self.connect:
                 ray.init(address=self.address, logging_level="ERROR")
+                logs.quiet_ray()
+                logs.filter_worker_logs()
         except BaseException:
             self.stop()
             raise

@@ -1,11 +1,24 @@
-"""Quiet notebooks: Ray's own chatter off, expected teardown noise dropped, real errors kept."""
+"""Quiet notebooks: Ray's own chatter off, expected noise dropped, real errors kept.
+
+* :func:`quiet_ray` and :func:`quiet_data`: Ray's and Ray Data's progress logging off.
+* :func:`filter_worker_logs`: teardown lines that are never the learner's business dropped.
+* :func:`expected_errors`: a planned failure (a crash drill) reduced to the one line that
+  teaches, with a sentence saying it was expected.
+"""
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
+import sys
+import tempfile
+import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
 
 
 def quiet_ray() -> None:
@@ -27,16 +40,30 @@ def quiet_ray() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-# Lines Ray streams to the driver that are expected, not errors of the learner's: Ray Data's
-# actor pools are torn down after their workers have exited (the GCS logs a failed kill RPC,
-# "Socket closed"), and a Ray Data ListFiles thread raises InterruptedError when a ``limit`` or
-# ``take`` stops reading early. Matched per log line; a traceback is dropped as a block.
-NOISE = (re.compile(r"Failed to kill actor \w+, return status: Invalid: KillActor RPC failed"),)
-NOISY_TRACEBACKS = (("Exception in thread pool-", "InterruptedError"),)
+# Lines Ray streams to the driver that are expected, not errors of the learner's. Matched per
+# log line; a block (a traceback, a warning and its source line) is dropped from its first line
+# (a regex) to its last (a prefix).
+NOISE = (
+    # Ray Data's actor pools are torn down after their workers exited: a failed kill RPC.
+    re.compile(r"Failed to kill actor \w+, return status: Invalid: KillActor RPC failed"),
+    # Ray's own actors (Train's PreemptionWatcher) warn about their own constructor arguments.
+    re.compile(r"has constructor arguments in the object store and max_restarts > 0"),
+    # Ray Data's progress notes, in the actors that feed Ray Train.
+    re.compile(r"Progress bars disabled\. To enable"),
+    re.compile(r"Dataset \S+ execution finished in [\d.]+ seconds"),
+    # Ray Train's workers echo each ray.train.report (the lesson prints what matters).
+    re.compile(r"Reporting training result \d+: TrainingReport\("),
+)
+NOISY_BLOCKS = (
+    # A Ray Data ListFiles thread raises InterruptedError when `limit` or `take` stops early.
+    (re.compile(r"^Exception in thread pool-"), "InterruptedError"),
+    # Ray Data warns about its own deprecated option, then prints the line that used it.
+    (re.compile(r"RayDeprecationWarning: `ExecutionOptions.exclude_resources`"), "self.exclude"),
+)
 
 
 def drop_noise(lines: list[str]) -> list[str]:
-    """``lines`` without :data:`NOISE` lines and :data:`NOISY_TRACEBACKS` blocks."""
+    """``lines`` without :data:`NOISE` lines and :data:`NOISY_BLOCKS` blocks."""
     out: list[str] = []
     skipping_until: str | None = None
     for line in lines:
@@ -44,7 +71,7 @@ def drop_noise(lines: list[str]) -> list[str]:
             if line.strip().startswith(skipping_until):
                 skipping_until = None
             continue
-        started = next((end for start, end in NOISY_TRACEBACKS if line.startswith(start)), None)
+        started = next((end for start, end in NOISY_BLOCKS if start.search(line)), None)
         if started is not None:
             skipping_until = started
             continue
@@ -73,9 +100,36 @@ def filter_worker_logs() -> bool:
     return any(getattr(h, "labkit_filtered", False) for _, h in dispatcher.handlers)
 
 
+#: An autoscaler event repeated within this many seconds is the same event (Ray's monitor
+#: reports one decision several times in a row).
+AUTOSCALER_REPEAT_S = 10.0
+
+
+class RepeatFilter:
+    """Drops an autoscaler event line seen less than ``window_s`` seconds ago."""
+
+    def __init__(self, window_s: float = AUTOSCALER_REPEAT_S):
+        self.window_s = window_s
+        self.last_seen: dict[str, float] = {}
+
+    def __call__(self, lines: list[str], now: float) -> list[str]:
+        out = []
+        for line in lines:
+            key = line.split(":event_summary:", 1)[-1].strip()
+            last = self.last_seen.get(key)
+            self.last_seen[key] = now
+            if last is None or now - last >= self.window_s:
+                out.append(line)
+        return out
+
+
 def _filtered(handler):
+    repeats = RepeatFilter()
+
     def handle(data):
         lines = drop_noise(list(data.get("lines", [])))
+        if data.get("pid") == "autoscaler":
+            lines = repeats(lines, time.monotonic())
         if lines:
             handler({**data, "lines": lines})
 
@@ -95,3 +149,84 @@ def quiet_data() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
     # A small demo dataset gives an actor pool fewer blocks than actors; that is fine here.
     warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours Ray puts around "(raylet)" and the like
+
+# What makes a captured line the one that teaches, best first: an exception, then a process or
+# node dying, then anything that failed. Ray's INFO-level C++ log lines never teach.
+TEACHING = (
+    re.compile(r"\b\w+(Error|Exception)\b"),
+    re.compile(r"\b(died|terminated|marked dead|was killed|crashed)\b", re.IGNORECASE),
+    re.compile(r"\bfailed\b", re.IGNORECASE),
+)
+INFO_LOG = re.compile(r"\[\d{4}-\d\d-\d\d [\d:,.]+ I \d+ \d+\]")
+
+
+@dataclass
+class Expected:
+    """What :func:`expected_errors` hid: the captured lines, and the one that teaches."""
+
+    what: str
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def teaching_line(self) -> str | None:
+        from labkit.checks import first_line
+
+        candidates = [ln for ln in self.lines if not INFO_LOG.search(ln)]
+        for pattern in TEACHING:
+            for line in candidates:
+                if pattern.search(line):
+                    return first_line(line.strip(), 200)
+        return None
+
+    def summary(self) -> str:
+        n = len(self.lines)
+        if not n:
+            return f"(expected: {self.what}; Ray printed nothing about it)"
+        head = f"(expected: {self.what}; {n} line{'s' * (n != 1)} of Ray's error output hidden"
+        line = self.teaching_line
+        return head + (f"; the one that matters: {line})" if line else ")")
+
+
+@contextmanager
+def expected_errors(what: str, *, show: bool = True) -> Iterator[Expected]:
+    """Run a block whose errors are planned (a crash drill, a killed node) and reduce what Ray
+    prints about them to one line, saying they were expected.
+
+    Captures the process's stdout and stderr at the file-descriptor level (Ray's C++ core logs
+    there), Python's ``sys.stdout``/``sys.stderr`` (worker logs streamed to the driver, Ray's
+    Python loggers) and silences ``ray.*`` loggers; afterwards prints :meth:`Expected.summary`.
+    Anything the block raises still propagates: only output is hidden, never an error.
+    """
+    found = Expected(what)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    loggers = [logging.getLogger(n) for n in ("ray", "ray.train", "ray.data", "ray.tune")]
+    levels = [lg.level for lg in loggers]
+    buffer = io.StringIO()
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        try:
+            for fd in saved:
+                os.dup2(sink.fileno(), fd)
+            for lg in loggers:
+                lg.setLevel(logging.CRITICAL)
+            with redirect_stdout(buffer), redirect_stderr(buffer):
+                try:
+                    yield found
+                finally:
+                    time.sleep(0.5)  # let Ray's log threads deliver what the block caused
+        finally:
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
+            sink.seek(0)
+            raw = sink.read().decode(errors="replace")
+            text = ANSI.sub("", buffer.getvalue() + raw)
+            found.lines = [ln for ln in text.splitlines() if ln.strip()]
+            if show:
+                print(found.summary())

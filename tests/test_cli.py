@@ -133,3 +133,23 @@ def test_lab_command_is_pinned_to_loopback_with_a_token():
     cmd = cli.lab_command(8899, "secret", open_browser=False)
     assert "--ip=127.0.0.1" in cmd and "--IdentityProvider.token=secret" in cmd
     assert "--no-browser" in cmd and not any("0.0.0.0" in c for c in cmd)
+
+
+def test_rerun_runs_all_but_the_teardown_then_all_again_in_one_kernel(tmp_path, capsys):
+    import nbformat
+
+    log = tmp_path / "log.txt"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "runs = globals().get('runs', 0) + 1\n"
+            f"open({str(log)!r}, 'a').write(f'body {{runs}}\\n')"
+        ),
+        nbformat.v4.new_code_cell(f"open({str(log)!r}, 'a').write('teardown\\n')"),
+    ]
+    path = tmp_path / "99_tiny.ipynb"
+    nbformat.write(nb, path)
+    assert cli.main(["rerun", str(path), "--cell-timeout", "60"]) == 0
+    # one kernel: the second pass sees the first pass's state; teardown only at the end
+    assert log.read_text().splitlines() == ["body 1", "body 2", "teardown"]
+    assert "99_tiny.ipynb ok" in capsys.readouterr().out

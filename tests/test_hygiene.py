@@ -256,3 +256,33 @@ def test_lazy_modules_and_the_readme_list_every_module():
     layout = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
     missing = [p.stem for p in MODULES if not re.search(rf"^\s+{p.stem}\s", layout, re.M)]
     assert not missing, f"README's layout does not list: {missing}"
+
+
+BLOG_QUOTE = re.compile(r"\*\*S[02] §[\d.]+:\*\* 「[^」]+」 — \*\"[^\"]+\"\*")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_each_blog_error_quotes_the_post_it_corrects(path):
+    """Learners' clones have no ../shared: the snippet is quoted (Chinese + gloss + section)."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if "blog-error" in cell.metadata.get("tags", []):
+            before = next(c for c in reversed(nb.cells[:i]) if c.cell_type == "markdown")
+            assert BLOG_QUOTE.search(before.source), (
+                f"{path.name}: the markdown before blog-error cell {i} quotes the post: "
+                '> **S0 §2.2:** 「原文」 — *"gloss"*'
+            )
+
+
+MAX_CELL_LINES = 40  # STYLE.md: "about 30"; this is the hard stop
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_cells_stay_short(path):
+    nb = nbformat.read(path, as_version=4)
+    long = [
+        (i, len(c.source.splitlines()))
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and len(c.source.splitlines()) > MAX_CELL_LINES
+    ]
+    assert not long, f"{path.name}: split these cells (index, lines): {long}"
