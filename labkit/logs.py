@@ -51,8 +51,10 @@ NOISE = (
     # Ray Data's progress notes, in the actors that feed Ray Train.
     re.compile(r"Progress bars disabled\. To enable"),
     re.compile(r"Dataset \S+ execution finished in [\d.]+ seconds"),
-    # Ray Train's workers echo each ray.train.report (the lesson prints what matters).
+    # Ray Train's workers and Tune's trials echo each report and checkpoint (the lesson prints
+    # what matters).
     re.compile(r"Reporting training result \d+: TrainingReport\("),
+    re.compile(r"Checkpoint successfully created at: Checkpoint\("),
 )
 NOISY_BLOCKS = (
     # A Ray Data ListFiles thread raises InterruptedError when `limit` or `take` stops early.

@@ -237,3 +237,65 @@ def resource_table(by_name: Mapping[str, Mapping[str, float]]):
                 row[key] = value
         rows[name] = row
     return pd.DataFrame.from_dict(rows, orient="index").fillna(0).rename_axis("node")
+
+
+def learning_curves(
+    curves: Mapping[str, Sequence[float]],
+    *,
+    full_length: int,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    ax=None,
+):
+    """One line per trial over its own epochs (1, 2, ...); a trial that stopped before
+    ``full_length`` ends in a cross, labelled with the epoch (the rung) where it stopped."""
+    _need(title, ylabel)
+    ax = _axes(ax)
+    for i, (name, ys) in enumerate(curves.items()):
+        if not ys:
+            continue
+        color = COLORS[i % len(COLORS)]
+        xs = list(range(1, len(ys) + 1))
+        ax.plot(xs, ys, color=color, linewidth=1.5, label=name)
+        if len(ys) < full_length:
+            ax.plot(xs[-1], ys[-1], marker="x", color=color, markersize=9, mew=2)
+            ax.annotate(
+                f"stopped at {xs[-1]}",
+                (xs[-1], ys[-1]),
+                xytext=(4, -10),
+                textcoords="offset points",
+                fontsize=7,
+                color=color,
+            )
+    ax.set_xlim(0.8, full_length + 0.2)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if len(curves) <= 8:
+        ax.legend(fontsize=7)
+    return ax
+
+
+def scatter(
+    x: Sequence[float],
+    y: Sequence[float],
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    ax=None,
+):
+    """Points of ``y`` against ``x`` (a score against one hyperparameter, say)."""
+    _need(title, ylabel)
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} points, y has {len(y)}")
+    ax = _axes(ax)
+    ax.scatter(x, y, color=COLORS[0])
+    if logx:
+        ax.set_xscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    return ax

@@ -185,9 +185,16 @@ def start(
     object_store_memory: int | None = None,
     dashboard: bool = True,
     runtime_env: dict[str, Any] | None = None,
+    *,
+    local: bool = False,
     **ray_kwargs: Any,
 ) -> Session:
-    """Start (or join) Ray for a notebook; see the module docstring for local vs cluster mode."""
+    """Start (or join) Ray for a notebook; see the module docstring for local vs cluster mode.
+
+    ``local=True`` starts a local session even when ``RAY_ADDRESS`` is set, and says so: for a
+    lesson whose driver-side parts (a load generator, Serve's proxy, results on local disk) must
+    share the driver's machine.
+    """
     global _current
     import ray
 
@@ -198,6 +205,7 @@ def start(
         "object_store_memory": object_store_memory,
         "dashboard": dashboard,
         "runtime_env": runtime_env,
+        "local": local,
         **ray_kwargs,
     }
     if (
@@ -210,6 +218,13 @@ def start(
     lifecycle.take_over()
     logs.quiet_ray()
     address = os.environ.get("RAY_ADDRESS", "").strip()
+    if local and address and address != "local":
+        print(
+            f"labkit: this lesson runs on a local Ray of its own; RAY_ADDRESS={address} is not "
+            "used here",
+            file=sys.stderr,
+        )
+        address = ""
     if address and address != "local":
         _current = _connect(address, requested, runtime_env, ray_kwargs)
     else:

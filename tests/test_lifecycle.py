@@ -149,3 +149,16 @@ def test_a_killed_kernels_session_or_cluster_is_stopped_by_the_next_start(state_
             assert raystart.processes_under(where) == []
     finally:
         fresh.stop()
+
+
+@pytest.mark.ray
+def test_a_lesson_can_ask_for_a_local_session_while_ray_address_is_set(
+    state_dir, monkeypatch, capsys
+):
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # nothing listens there
+    s = session.start(num_cpus=1, local=True)
+    try:
+        assert s.mode == "local" and s.address != "127.0.0.1:1"
+        assert "RAY_ADDRESS=127.0.0.1:1 is not used here" in capsys.readouterr().err
+    finally:
+        s.stop()

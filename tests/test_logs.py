@@ -59,6 +59,7 @@ def test_rays_own_chatter_is_dropped_and_the_learners_lines_are_kept():
         "is deprecated and will be removed",
         "  self.exclude_resources = exclude_resources",
         "Reporting training result 1: TrainingReport(checkpoint=Checkpoint(...), metrics={})",
+        "Checkpoint successfully created at: Checkpoint(filesystem=local, path=/x)",
         "and me",
     ]
     assert logs.drop_noise(lines) == ["keep me", "and me"]

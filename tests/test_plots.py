@@ -97,3 +97,24 @@ def test_resource_table_shows_gib_and_custom_resources_without_ray_markers():
     assert table.loc["head", "memory GiB"] == 3.0 and table.loc["head", "object store GiB"] == 0.5
     assert table.loc["node1", "FPGA"] == 4 and table.loc["head", "FPGA"] == 0
     assert not [c for c in table.columns if c.startswith(("node:", "accelerator_type"))]
+
+
+def test_learning_curves_mark_where_a_trial_stopped():
+    ax = plots.learning_curves(
+        {"a": [0.1, 0.5, 0.7, 0.8], "b": [0.2]},
+        full_length=4,
+        title="t",
+        xlabel="epoch",
+        ylabel="accuracy",
+    )
+    assert len(ax.lines) == 3  # two curves and one stop marker
+    assert [t.get_text() for t in ax.texts] == ["stopped at 1"]
+    plt.close("all")
+
+
+def test_scatter_checks_lengths():
+    ax = plots.scatter([1e-3, 1e-2], [0.5, 0.9], title="t", xlabel="lr", ylabel="acc", logx=True)
+    assert ax.get_xscale() == "log"
+    with pytest.raises(ValueError):
+        plots.scatter([1], [1, 2], title="t", xlabel="x", ylabel="y")
+    plt.close("all")
