@@ -220,12 +220,16 @@ def plan_workers(
 
 
 def _ddp_worker(rank: int, world: int, port: int, cfg: TrainConfig, x, y, out) -> None:
+    import sys
+    import traceback
+
     import torch.distributed as dist
 
-    torch.set_num_threads(cfg.threads)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    code = 1
     try:
+        torch.set_num_threads(cfg.threads)
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group("gloo", rank=rank, world_size=world)
         model = nn.parallel.DistributedDataParallel(
             build_model(cfg), bucket_cap_mb=cfg.bucket_cap_mb
         )
@@ -236,8 +240,17 @@ def _ddp_worker(rank: int, world: int, port: int, cfg: TrainConfig, x, y, out) -
             for _ in range(cfg.epochs)
         ]
         out.put((rank, stats))
-    finally:
+        dist.barrier()  # every rank is done before any tears gloo down
         dist.destroy_process_group()
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Skip the interpreter's teardown: gloo's threads can abort the process there
+        # ("terminate called without an active exception", exit code -6) after the work is done.
+        os._exit(code)
 
 
 def plain_ddp(
@@ -259,11 +272,25 @@ def plain_ddp(
     ]
     for proc in procs:
         proc.start()
-    results = dict(out.get() for _ in procs)
-    for proc in procs:
-        proc.join(timeout=60)
-        if proc.exitcode != 0:
-            raise RuntimeError(f"a DDP process exited with code {proc.exitcode}")
+    results: dict[int, list[dict]] = {}
+    try:
+        while len(results) < world:
+            if not out.empty():
+                rank, stats = out.get()
+                results[rank] = stats
+                continue
+            failed = [proc.exitcode for proc in procs if proc.exitcode not in (None, 0)]
+            if failed:  # a rank died before reporting: do not wait for it forever
+                raise RuntimeError(f"a DDP process exited with code {failed[0]}")
+            time.sleep(0.05)
+        for proc in procs:
+            proc.join(timeout=60)
+            if proc.exitcode != 0:
+                raise RuntimeError(f"a DDP process exited with code {proc.exitcode}")
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
     return [results[r] for r in range(world)]
 
 

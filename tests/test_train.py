@@ -171,3 +171,9 @@ def test_wait_fractions_and_epoch_parts():
     assert [sum(p.values()) for p in parts] == [4.0, 6.0]
     with pytest.raises(ValueError):
         lt.wait_fractions([{"seconds": 0.0, "data_wait_s": 0.0, "first_batch_wait_s": 0.0}])
+
+
+def test_plain_ddp_fails_fast_when_a_rank_dies():
+    x, y = _data()
+    with pytest.raises(RuntimeError, match="exited with code"):
+        lt.plain_ddp(CFG.with_(n_features=9), x, y, world=2)  # 9 features vs data's 8: a crash
