@@ -14,7 +14,6 @@ error, with the call that fixes it.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from typing import Any, Protocol
 
@@ -78,11 +77,11 @@ def stop_orphans() -> list[str]:
             "left running by a kernel that is gone",
             file=sys.stderr,
         )
-        procs.stop(owner)
         kind, _, where = owner.partition(":")
         if kind == "cluster" and where:
-            from labkit.raystart import processes_under
+            from labkit.raystart import clear
 
-            procs.terminate(processes_under(where))
-            shutil.rmtree(where, ignore_errors=True)
+            clear(where, owner)  # what is under its temp dir, the recorded PIDs, the dir
+        else:
+            procs.stop(owner)
     return list(found)
