@@ -7,7 +7,9 @@ and keeps Ray's token auth on.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
+import tempfile
 from pathlib import Path
 
 LOCALHOST = "127.0.0.1"
@@ -35,12 +37,40 @@ def auth_token() -> str | None:
     return None
 
 
+def ensure_token() -> str:
+    """Return Ray's auth token, creating the token file first if there is none.
+
+    ``ray.init`` creates one on a machine that has none, but ``ray start --head`` (the kit's
+    clusters) refuses to start without one. The file is written the way Ray writes it (64 hex
+    characters), readable by its owner only, and never replaced: if two processes race, the
+    first file wins and both use it.
+    """
+    token = auth_token()
+    if token:
+        return token
+    path = token_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".auth_token-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        os.chmod(tmp, 0o600)
+        try:
+            os.link(tmp, path)  # fails if the file appeared meanwhile: keep that one
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
+    return path.read_text().strip()
+
+
 def enable_token_auth() -> None:
     """Turn token auth on for this process and its children, as Ray's own default does.
 
     Setting ``RAY_AUTH_MODE=token`` up front keeps auth on without Ray's warning; Ray caches its
     config at import, so it is refreshed the way Ray itself does it.
     """
+    ensure_token()
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
         return
     os.environ["RAY_AUTH_MODE"] = "token"

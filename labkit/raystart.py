@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 
 from labkit import procs
-from labkit.net import LOCALHOST, free_port
+from labkit.net import LOCALHOST, ensure_token, free_port
 
 
 def short_tempdir(prefix: str) -> str:
@@ -102,6 +102,7 @@ def start_head(
 def ray_env(**extra: str) -> dict[str, str]:
     """The environment for a kit cluster's ``ray start``: token auth on, no usage stats, and no
     ``RAY_ADDRESS`` (a new head must not try to join whatever cluster the shell points at)."""
+    ensure_token()  # `ray start` with token auth and no token file fails on a fresh machine
     env = dict(os.environ, RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0", **extra)
     env.pop("RAY_ADDRESS", None)
     return env

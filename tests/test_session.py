@@ -197,3 +197,16 @@ def test_joining_an_existing_cluster_ships_labkit(tmp_path):
     finally:
         procs.terminate(procs.with_children([psutil.Process(head.pid)]), timeout=20)
         head.wait(timeout=10)
+
+
+def test_a_missing_token_file_is_created_once_and_kept(tmp_path, monkeypatch):
+    from labkit import net
+
+    path = tmp_path / "ray" / "auth_token"
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(path))
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    token = net.ensure_token()
+    assert len(token) == 64 and int(token, 16) >= 0
+    assert path.read_text() == token and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert net.ensure_token() == token  # never replaced
+    assert [p.name for p in path.parent.iterdir()] == ["auth_token"]  # no temp file left
