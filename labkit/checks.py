@@ -63,7 +63,11 @@ def expect_error(
     try:
         yield
     except kinds as err:
-        print(f"{label} -> {type(err).__name__}: {first_line(str(err), limit)}")
+        # A Ray task or actor error (RayTaskError) wraps the remote exception in ``cause``;
+        # its own text starts with a header of PIDs and IDs: show the cause's message.
+        cause = getattr(err, "cause", None)
+        message = str(cause) if isinstance(cause, BaseException) else str(err)
+        print(f"{label} -> {type(err).__name__}: {first_line(message, limit)}")
         return
     raise AssertionError(
         f"{label}: expected {_names(expected)}, but nothing was raised: the blog's code works "

@@ -55,6 +55,10 @@ NOISE = (
     # what matters).
     re.compile(r"Reporting training result \d+: TrainingReport\("),
     re.compile(r"Checkpoint successfully created at: Checkpoint\("),
+    # Serve's controller is killed at serve.shutdown(); Ray reports its last calls as retried.
+    re.compile(r"Task ServeController\.\w+ failed\. There are infinite retries remaining"),
+    # Serve's router on a busy 2-core machine: a replica's queue length came back late.
+    re.compile(r"Failed to get queue length from Replica\(id="),
 )
 NOISY_BLOCKS = (
     # A Ray Data ListFiles thread raises InterruptedError when `limit` or `take` stops early.
@@ -99,7 +103,26 @@ def filter_worker_logs() -> bool:
                 handler = _filtered(handler)
             wrapped.append((name, handler))
         dispatcher.handlers = wrapped
+    _filter_error_messages()
     return any(getattr(h, "labkit_filtered", False) for _, h in dispatcher.handlers)
+
+
+def _filter_error_messages() -> None:
+    """Ray's error messages from the GCS (``(raylet) Task ... failed ...``) bypass the log
+    dispatcher: its listener calls ``print_to_stdstream`` directly. Wrap that too."""
+    from ray._private import worker
+
+    original = worker.print_to_stdstream
+    if getattr(original, "labkit_filtered", False):
+        return
+
+    def print_filtered(data, ignore_prefix):
+        lines = drop_noise(list(data.get("lines", [])))
+        if lines:
+            original({**data, "lines": lines}, ignore_prefix)
+
+    print_filtered.labkit_filtered = True
+    worker.print_to_stdstream = print_filtered
 
 
 #: An autoscaler event repeated within this many seconds is the same event (Ray's monitor

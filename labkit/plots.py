@@ -299,3 +299,51 @@ def scatter(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     return ax
+
+
+def timeline(
+    frame,
+    *,
+    by: str,
+    title: str,
+    vlines: Mapping[str, float] | None = None,
+    ax=None,
+):
+    """Each request's latency (log scale) at the moment it was sent, coloured by ``by`` (the
+    version or replica that answered); a failed request is a red cross at its latency.
+
+    ``frame`` has one row per request (``labkit.loadgen.LoadResult.frame()``); ``vlines`` marks
+    moments such as ``{"v2 deployed": 3.1}``."""
+    ax = _axes(ax)
+    answered = frame[frame["ok"]]
+    for i, (name, group) in enumerate(answered.groupby(by, sort=True)):
+        ax.scatter(
+            group["start_s"], group["latency_ms"], s=6, color=COLORS[i % len(COLORS)], label=name
+        )
+    failed = frame[~frame["ok"]]
+    if len(failed):
+        ax.scatter(
+            failed["start_s"],
+            failed["latency_ms"].clip(lower=0.1),
+            marker="x",
+            s=30,
+            color="#d62728",
+            label=f"failed ({len(failed)})",
+        )
+    for j, (label, at) in enumerate((vlines or {}).items()):
+        ax.axvline(at, color=BASELINE_COLOR, linestyle=":", linewidth=1)
+        ax.annotate(
+            label,
+            (at, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -12 - 12 * j),
+            textcoords="offset points",
+            fontsize=8,
+            color=BASELINE_COLOR,
+        )
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel("time since the load started (s)")
+    ax.set_ylabel("latency (ms, log)")
+    ax.legend(fontsize=7, markerscale=2, title=by, title_fontsize=7)
+    return ax

@@ -35,13 +35,12 @@ class Session:
     address: str
     requested: dict[str, Any]
     dashboard_url: str | None = None
-    serve_port: int | None = None
+    serve_port: int | None = None  # a free port for Serve's proxy: serve.start(http_options=...)
     metrics_port: int | None = None
     session_dir: str | None = None
     real_gpus: int = 0
     pids: dict[str, list[int]] = field(default_factory=dict)
     init_kwargs: dict[str, Any] = field(default_factory=dict)  # what ray.init was called with
-    serve_started: bool = False
     _stopped: bool = False
 
     @property
@@ -59,21 +58,6 @@ class Session:
     def gpus_are_logical(self) -> bool:
         """True when Ray's GPUs are bookkeeping only (no CUDA device behind them)."""
         return self.resources.get("GPU", 0) > 0 and self.real_gpus == 0 and self.mode == "local"
-
-    def serve_http_options(self) -> dict[str, Any]:
-        """Serve proxy options pinned to 127.0.0.1 on this session's free port."""
-        return {"host": LOCALHOST, "port": self.serve_port}
-
-    def start_serve(self) -> None:
-        """Start Serve's proxy on 127.0.0.1 at this session's free port; deploy with serve.run.
-
-        ``serve.start`` here only pins the proxy's address (the blog's ``serve.start()`` plus
-        ``.deploy()`` pattern is gone); applications are deployed with ``serve.run(app.bind())``.
-        """
-        from ray import serve
-
-        serve.start(http_options=self.serve_http_options())
-        self.serve_started = True
 
     def dashboard_get(self, path: str, timeout: float = 10.0) -> Any:
         """GET a dashboard REST path (e.g. ``/api/version``) with the token, return parsed JSON."""
@@ -135,8 +119,9 @@ class Session:
 
         try:
             if ray.is_initialized() and "ray.serve" in sys.modules and self._serve_running():
-                # On a shared cluster only the apps this session deployed are its to remove.
-                if self.mode == "local" or self.serve_started:
+                # On a shared cluster, Serve is not this session's to shut down (the Serve
+                # lesson runs on a local session of its own).
+                if self.mode == "local":
                     from ray import serve
 
                     try:

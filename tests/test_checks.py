@@ -48,3 +48,14 @@ def test_wait_until_returns_the_first_truthy_value_or_the_last_falsy_one():
 
     assert checks.wait_until(third_time, timeout=5, interval=0.01) == 3
     assert checks.wait_until(lambda: [], timeout=0.05, interval=0.01) == []
+
+
+def test_expect_error_shows_the_cause_of_a_wrapped_error(capsys):
+    class Wrapped(RuntimeError):
+        def __init__(self, cause):
+            super().__init__("ray::Actor.method() (pid=1, ip=10.0.0.1, actor_id=abc)\n...")
+            self.cause = cause
+
+    with expect_error("remote", RuntimeError):
+        raise Wrapped(KeyError("no __call__"))
+    assert capsys.readouterr().out.strip() == "remote -> Wrapped: 'no __call__'"

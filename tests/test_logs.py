@@ -75,3 +75,22 @@ def test_the_teaching_line_prefers_an_error_then_a_death_and_skips_info_logs():
     assert seen.teaching_line == "(raylet) Raylet is terminated. Termination is unexpected."
     seen.lines.append("RuntimeError: gloo read error")
     assert seen.teaching_line == "RuntimeError: gloo read error"
+
+
+def test_ray_error_messages_are_filtered_too(capsys):
+    from ray._private import worker
+
+    from labkit import logs
+
+    logs.filter_worker_logs()
+    logs.filter_worker_logs()  # twice: wrapped once
+    noise = (
+        "Task ServeController.graceful_shutdown failed. There are infinite retries remaining, "
+        "so the task will be retried."
+    )
+    worker.print_to_stdstream(
+        {"lines": [noise, "a real error"], "pid": "raylet", "is_err": False}, False
+    )
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "a real error" in text and "graceful_shutdown" not in text

@@ -118,3 +118,20 @@ def test_scatter_checks_lengths():
     with pytest.raises(ValueError):
         plots.scatter([1], [1, 2], title="t", xlabel="x", ylabel="y")
     plt.close("all")
+
+
+def test_timeline_colours_by_version_and_marks_failures():
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "start_s": [0.0, 0.1, 0.2, 0.3],
+            "latency_ms": [5.0, 6.0, 0.0, 7.0],
+            "ok": [True, True, False, True],
+            "version": ["v1", "v1", None, "v2"],
+        }
+    )
+    ax = plots.timeline(frame, by="version", title="update", vlines={"v2 deployed": 0.15})
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["v1", "v2", "failed (1)"]
+    assert ax.get_yscale() == "log" and "latency" in ax.get_ylabel()

@@ -113,7 +113,6 @@ def test_store_stats_see_a_put(local):
 def test_ports_are_free_and_distinct(local):
     ports = {local.serve_port, local.metrics_port, int(local.dashboard_url.rsplit(":", 1)[1])}
     assert len(ports) == 3
-    assert local.serve_http_options() == {"host": "127.0.0.1", "port": local.serve_port}
 
 
 def test_stop_tears_down_serve_then_ray_and_leaves_nothing():
@@ -127,7 +126,7 @@ def test_stop_tears_down_serve_then_ray_and_leaves_nothing():
     def hello(request):
         return "hi"
 
-    s.start_serve()
+    serve.start(http_options={"host": "127.0.0.1", "port": s.serve_port})
     serve.run(hello.bind(), name="hello", route_prefix="/hello")
     body = urllib.request.urlopen(f"http://127.0.0.1:{s.serve_port}/hello", timeout=30).read()
     assert body == b"hi"
