@@ -32,6 +32,21 @@ def _axes(ax=None):
     return ax
 
 
+def _mark(ax, vlines: Mapping[str, float] | None) -> None:
+    """Dotted vertical lines at labelled moments on the x axis, labels stacked at the top."""
+    for j, (label, at) in enumerate((vlines or {}).items()):
+        ax.axvline(at, color=BASELINE_COLOR, linestyle=":", linewidth=1)
+        ax.annotate(
+            label,
+            (at, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -12 - 12 * j),
+            textcoords="offset points",
+            fontsize=8,
+            color=BASELINE_COLOR,
+        )
+
+
 def _need(title: str, ylabel: str) -> None:
     if not title or not ylabel:
         raise ValueError("every chart needs a title and a y label with its unit")
@@ -136,17 +151,7 @@ def curves(
             ax.step(x, ys, where="post", label=name, color=color, linewidth=2)
         else:
             ax.plot(x, ys, marker="o", label=name, color=color)
-    for j, (label, at) in enumerate((vlines or {}).items()):
-        ax.axvline(at, color=BASELINE_COLOR, linestyle=":", linewidth=1)
-        ax.annotate(
-            label,
-            (at, 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(3, -12 - 12 * j),
-            textcoords="offset points",
-            fontsize=8,
-            color=BASELINE_COLOR,
-        )
+    _mark(ax, vlines)
     if hline is not None:
         ax.axhline(hline, color=BASELINE_COLOR, linestyle="--", linewidth=1)
     if logx:
@@ -330,17 +335,7 @@ def timeline(
             color="#d62728",
             label=f"failed ({len(failed)})",
         )
-    for j, (label, at) in enumerate((vlines or {}).items()):
-        ax.axvline(at, color=BASELINE_COLOR, linestyle=":", linewidth=1)
-        ax.annotate(
-            label,
-            (at, 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(3, -12 - 12 * j),
-            textcoords="offset points",
-            fontsize=8,
-            color=BASELINE_COLOR,
-        )
+    _mark(ax, vlines)
     ax.set_yscale("log")
     ax.set_title(title)
     ax.set_xlabel("time since the load started (s)")
