@@ -5,18 +5,12 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from labkit import params, procs
-
-
-def _port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.3)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+from labkit.net import listening
 
 
 def report() -> dict[str, Any]:
@@ -59,7 +53,7 @@ def report() -> dict[str, Any]:
     )
     report["RAY_ADDRESS"] = os.environ.get("RAY_ADDRESS") or "unset (local Ray)"
     report["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE") or "unset"
-    busy = [p for p in (6379, 8265, 8000, 8888, 10001) if _port_in_use(p)]
+    busy = [p for p in (6379, 8265, 8000, 8888, 10001) if listening(p)]
     report["ports busy on 127.0.0.1"] = busy or "none of 6379, 8265, 8000, 8888, 10001"
     report["kit processes alive"] = len(procs.alive())
     return report

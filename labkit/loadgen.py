@@ -135,38 +135,40 @@ def _bounded(name: str, value: float, cap: float) -> None:
 class LoadRun:
     """A load run going on in a background thread; :meth:`result` waits for it."""
 
-    def __init__(
-        self,
-        thread: threading.Thread,
-        box: dict[str, Any],
-        stop: threading.Event,
-        records: list[Request],
-    ):
-        self._thread = thread
-        self._box = box
-        self._stop = stop
-        self._records = records
-        self.started = box["started"]  # time.perf_counter() when the run began
+    def __init__(self, worker: Callable[[LoadRun], LoadResult]):
+        self.started = time.perf_counter()  # every record's start_s counts from here
+        self.records: list[Request] = []  # appended to as answers come in
+        self.stopping = threading.Event()
+        self._outcome: LoadResult | BaseException | None = None
+
+        def body() -> None:
+            try:
+                self._outcome = worker(self)
+            except BaseException as err:  # noqa: BLE001 - handed to the caller by result()
+                self._outcome = err
+
+        self._thread = threading.Thread(target=body, name="labkit-loadgen", daemon=True)
+        self._thread.start()
 
     def snapshot(self) -> list[Request]:
         """The requests answered so far (a copy), while the run goes on."""
-        return list(self._records)
+        return list(self.records)
 
     def done(self) -> bool:
         return not self._thread.is_alive()
 
     def stop(self) -> None:
         """Ask the run to stop early; requests in flight still finish."""
-        self._stop.set()
+        self.stopping.set()
 
     def result(self, timeout: float | None = None) -> LoadResult:
         """Wait for the run to end and return its requests (re-raises a client error)."""
         self._thread.join(timeout)
         if self._thread.is_alive():
             raise TimeoutError("the load run is still going")
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box["result"]
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        return self._outcome
 
 
 def start(
@@ -196,34 +198,8 @@ def start(
         _bounded("concurrency", concurrency, MAX_IN_FLIGHT)
     else:
         _bounded("rate_per_s", rate_per_s, 10_000)
-    box: dict[str, Any] = {}
-    stop = threading.Event()
-    records: list[Request] = []
-    box["started"] = time.perf_counter()  # every record's start_s counts from here
-
-    def body() -> None:
-        try:
-            box["result"] = asyncio.run(
-                _run(
-                    url,
-                    int(n_requests),
-                    float(duration_s),
-                    concurrency,
-                    rate_per_s,
-                    payload,
-                    timeout_s,
-                    headers or {},
-                    stop,
-                    records,
-                    box["started"],
-                )
-            )
-        except BaseException as err:  # noqa: BLE001 - handed to the caller by result()
-            box["error"] = err
-
-    thread = threading.Thread(target=body, name="labkit-loadgen", daemon=True)
-    thread.start()
-    return LoadRun(thread, box, stop, records)
+    plan = _Plan(url, int(n_requests), float(duration_s), concurrency, rate_per_s, payload)
+    return LoadRun(lambda run: asyncio.run(_run(plan, run, timeout_s, headers or {})))
 
 
 def run(url: str, **kwargs: Any) -> LoadResult:
@@ -257,10 +233,9 @@ async def _one(session, url: str, i: int, payload, t0: float, due: float | None 
         except ValueError:
             answer = None
         if isinstance(answer, dict):
-            version = answer.get("version")
-            replica = answer.get("replica")
-            version = None if version is None else str(version)
-            replica = None if replica is None else str(replica)
+            version, replica = (
+                None if answer.get(k) is None else str(answer[k]) for k in ("version", "replica")
+            )
         if not 200 <= status < 300:
             error = text[:200]
     except (TimeoutError, aiohttp.ClientError, OSError) as err:
@@ -269,33 +244,36 @@ async def _one(session, url: str, i: int, payload, t0: float, due: float | None 
     return Request(start - t0, (end - start) * 1e3, status, version, replica, error)
 
 
-async def _run(
-    url,
-    n_requests,
-    duration_s,
-    concurrency,
-    rate_per_s,
-    payload,
-    timeout_s,
-    headers,
-    stop,
-    records,
-    t0,
-) -> LoadResult:
+@dataclass(frozen=True)
+class _Plan:
+    url: str
+    n_requests: int
+    duration_s: float
+    concurrency: int | None
+    rate_per_s: float | None
+    payload: Payload | Callable[[int], Payload]
+
+
+async def _run(plan: _Plan, run: LoadRun, timeout_s: float, headers: dict[str, str]) -> LoadResult:
     import aiohttp
 
-    deadline = t0 + duration_s
+    t0, records, url, payload = run.started, run.records, plan.url, plan.payload
+    deadline = t0 + plan.duration_s
     issued = 0
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     connector = aiohttp.TCPConnector(limit=MAX_IN_FLIGHT)
 
     def more() -> bool:
-        return issued < n_requests and not stop.is_set() and time.perf_counter() < deadline
+        return (
+            issued < plan.n_requests
+            and not run.stopping.is_set()
+            and time.perf_counter() < deadline
+        )
 
     async with aiohttp.ClientSession(
         timeout=timeout, connector=connector, headers=headers
     ) as session:
-        if concurrency is not None:
+        if plan.concurrency is not None:
 
             async def client() -> None:
                 nonlocal issued
@@ -304,7 +282,7 @@ async def _run(
                     issued += 1
                     records.append(await _one(session, url, i, payload, t0))
 
-            await asyncio.gather(*(client() for _ in range(concurrency)))
+            await asyncio.gather(*(client() for _ in range(plan.concurrency)))
             mode = "closed"
         else:
             gate = asyncio.Semaphore(MAX_IN_FLIGHT)
@@ -314,7 +292,7 @@ async def _run(
                 async with gate:
                     records.append(await _one(session, url, i, payload, t0, due))
 
-            interval = 1.0 / rate_per_s
+            interval = 1.0 / plan.rate_per_s
             while more():
                 due = t0 + issued * interval
                 wait = due - time.perf_counter()
@@ -325,8 +303,8 @@ async def _run(
                 issued += 1
             await asyncio.gather(*tasks)
             mode = "open"
-    if issued >= n_requests:
+    if issued >= plan.n_requests:
         stopped_by = "n_requests"
     else:
-        stopped_by = "stop()" if stop.is_set() else "duration_s"
+        stopped_by = "stop()" if run.stopping.is_set() else "duration_s"
     return LoadResult(list(records), time.perf_counter() - t0, mode, stopped_by)

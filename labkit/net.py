@@ -22,6 +22,13 @@ def free_port(host: str = LOCALHOST) -> int:
         return s.getsockname()[1]
 
 
+def listening(port: int, host: str = LOCALHOST) -> bool:
+    """True if something accepts TCP connections on ``host:port`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.3)
+        return s.connect_ex((host, port)) == 0
+
+
 def token_path() -> Path:
     """Where Ray keeps the auth token (``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``)."""
     return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")

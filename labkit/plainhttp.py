@@ -11,7 +11,6 @@ cell that started it fails (use it as a context manager).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,13 +20,7 @@ from typing import Any
 
 from labkit import procs
 from labkit.checks import wait_until
-from labkit.net import LOCALHOST, free_port
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex((LOCALHOST, port)) == 0
+from labkit.net import LOCALHOST, free_port, listening
 
 
 class PlainServer:
@@ -57,7 +50,7 @@ class PlainServer:
         self.owner = f"plainhttp:{self.process.pid}"
         procs.remember({"uvicorn": [self.process.pid]}, self.owner)
         up = wait_until(
-            lambda: self.process.poll() is not None or _listening(self.port), start_timeout_s
+            lambda: self.process.poll() is not None or listening(self.port), start_timeout_s
         )
         if not up or self.process.poll() is not None:
             self.stop()
