@@ -11,7 +11,7 @@ NOTEBOOKS := $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
 # A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
 CELL_TIMEOUT ?= 600
 
-.PHONY: install lab test test-exercises test-rerun exercises run lint strip clean doctor
+.PHONY: install lab test test-exercises test-rerun exercises run lint strip clean doctor prometheus tools
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Ray LabKit needs Python >= 3.11"'
@@ -21,10 +21,32 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-lab: install
+# Lesson 10's real Prometheus: Debian's package unpacked into the git-ignored .tools/ with
+# `apt-get download` + `dpkg -x`. Not `apt-get install`: that package starts a server and a node
+# exporter on all interfaces. Nothing here is started; the lesson starts it on 127.0.0.1.
+PROM := .tools/prometheus/usr/bin/prometheus
+prometheus: $(PROM)
+
+$(PROM):
+	@command -v apt-get >/dev/null && command -v dpkg >/dev/null || { \
+	  echo "make prometheus: needs apt-get and dpkg (Debian, Ubuntu); elsewhere put a prometheus"; \
+	  echo "binary on PATH or in LABKIT_PROMETHEUS. Lesson 10 scrapes Ray directly without one."; \
+	  exit 1; }
+	rm -rf .tools/download && mkdir -p .tools/download
+	cd .tools/download && { apt-get download prometheus 2>/dev/null || \
+	  { apt-get update -qq && apt-get download prometheus; }; }
+	dpkg -x .tools/download/prometheus_*.deb .tools/prometheus
+	rm -rf .tools/download
+	$(PROM) --version 2>&1 | head -1
+
+# Optional tools, tried by `make lab` and `make test`: a failure leaves the lessons' fallbacks.
+tools:
+	@$(MAKE) --no-print-directory prometheus || echo "(no Prometheus: lesson 10 will scrape Ray directly)"
+
+lab: install tools
 	$(VENV)/bin/labkit lab
 
-test: install
+test: install tools
 	@test -n "$(NOTEBOOKS)" || { echo "no notebook matches NB=$(NB)"; exit 2; }
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
 	  $(PY) -m pytest tests --nbmake $(NOTEBOOKS) --nbmake-timeout=$(CELL_TIMEOUT) \
@@ -35,13 +57,13 @@ exercises: install
 	$(VENV)/bin/labkit exercises
 
 # Every learner copy executed: each must stop at its first check with "... is not set yet".
-test-exercises: install
+test-exercises: install tools
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-exercises RAY_ADDRESS= \
 	  $(VENV)/bin/labkit exercises --run $(NB)
 
 # Run All twice in one kernel (the first time without teardown), as a learner re-runs a lesson.
 RERUN ?= 05 07 08 09
-test-rerun: install
+test-rerun: install tools
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= \
 	  $(VENV)/bin/labkit rerun $(RERUN)
 

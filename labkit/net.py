@@ -84,3 +84,53 @@ def enable_token_auth() -> None:
     from ray._raylet import Config
 
     Config.initialize("")
+
+
+def scope(host: str) -> str:
+    """Who can reach a socket bound to ``host``: ``"loopback"`` (this machine only), ``"all
+    interfaces"`` (the wildcard address: every network the machine is on) or ``"one address"``
+    (one interface's address: whoever reaches that network)."""
+    import ipaddress
+
+    addr = ipaddress.ip_address(host.split("%")[0])
+    if addr.is_loopback:
+        return "loopback"
+    if addr.is_unspecified:
+        return "all interfaces"
+    return "one address"
+
+
+def listeners(pids: list[int]) -> list[dict]:
+    """The TCP sockets the processes ``pids`` listen on: one dict per socket with ``pid``,
+    ``process`` (its name), ``host``, ``port`` and :func:`scope`. Gone processes are skipped."""
+    import psutil
+
+    rows = []
+    for pid in sorted(set(pids)):
+        try:
+            proc = psutil.Process(pid)
+            name = proc.name()
+            conns = proc.net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN:
+                host, port = c.laddr.ip, c.laddr.port
+                rows.append(
+                    {"pid": pid, "process": name, "host": host, "port": port, "scope": scope(host)}
+                )
+    return sorted(rows, key=lambda r: (r["scope"], r["process"], r["port"]))
+
+
+def kernel_ports() -> set[int]:
+    """The ports of the Jupyter kernel this code runs in (its ZMQ sockets: shell, iopub, stdin,
+    control, heartbeat); empty outside a kernel."""
+    import json
+
+    try:
+        from ipykernel.connect import get_connection_info
+
+        info = json.loads(get_connection_info())
+    except Exception:  # noqa: BLE001 - not in a kernel, or no ipykernel
+        return set()
+    return {int(v) for k, v in info.items() if k.endswith("_port") and v}

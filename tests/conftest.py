@@ -36,6 +36,7 @@ def suite_processes() -> list[psutil.Process]:
             cmd = " ".join(proc.info["cmdline"] or [])
             is_ray = "ray" in cmd.lower() and "multiprocessing" not in cmd
             is_ray = is_ray or "labkit.plainhttp" in cmd  # the Serve lesson's baseline server
+            is_ray = is_ray or "labkit-prom-" in cmd  # lesson 10's Prometheus
             if SUITE_TMP in cmd or (is_ray and proc.environ().get("RAY_TMPDIR") == SUITE_TMP):
                 if proc.status() != psutil.STATUS_ZOMBIE:
                     found.append(proc)

@@ -209,3 +209,33 @@ def test_a_missing_token_file_is_created_once_and_kept(tmp_path, monkeypatch):
     assert path.read_text() == token and oct(path.stat().st_mode & 0o777) == "0o600"
     assert net.ensure_token() == token  # never replaced
     assert [p.name for p in path.parent.iterdir()] == ["auth_token"]  # no temp file left
+
+
+def test_timeline_spans_name_the_tasks_that_ran(local):
+    import ray
+
+    from labkit import trace
+
+    @ray.remote
+    def nap(ms: float) -> float:
+        time.sleep(ms / 1000)
+        return ms
+
+    refs = [nap.remote(ms) for ms in (50, 300, 50)]
+    ray.get(refs)
+    spans = trace.task_spans(ray.timeline(), names=["nap"])
+    spans = spans[spans["task_id"].isin({r.task_id().hex() for r in refs})]
+    assert len(spans) == 3
+    longest = spans.loc[spans["dur_s"].idxmax()]
+    assert longest.task_id == refs[1].task_id().hex() and longest.dur_s >= 0.3
+
+
+def test_tls_settings_lesson_10_names_exist_in_this_ray():
+    """Lesson 10 names Ray's gRPC TLS variables: they must still be the ones Ray reads."""
+    import ray
+
+    raylet = (os.path.dirname(ray.__file__) + "/_raylet.so").encode()
+    with open(raylet, "rb") as f:
+        blob = f.read()
+    for name in (b"RAY_USE_TLS", b"RAY_TLS_SERVER_CERT", b"RAY_TLS_SERVER_KEY", b"RAY_TLS_CA_CERT"):
+        assert name in blob, name

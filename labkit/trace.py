@@ -1,0 +1,77 @@
+"""Read ``ray.timeline()``: which worker ran which task, when, and how busy the workers were.
+
+``ray.timeline()`` returns Chrome-trace events (``ts`` and ``dur`` in microseconds). The events
+whose category is ``task::<name>`` span a whole task on one worker (``tid`` is
+``worker:<id>``, ``pid`` the node's IP); the others (``task:execute``, ``submit_task``, ...)
+are its phases. :func:`task_spans` keeps the whole-task spans as a table, one row per task,
+with times in seconds from the first task's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+TASK_PREFIX = "task::"
+
+
+def task_spans(events: Iterable[Mapping[str, Any]], *, names: Iterable[str] | None = None):
+    """One row per task run: ``worker`` (a short lane name), ``node``, ``task`` (its function
+    or ``Class.method``), ``task_id``, ``start_s``, ``end_s``, ``dur_s``, sorted by start.
+
+    ``names`` keeps only those tasks (by their ``task::`` name); the worker lanes are named
+    ``w0, w1, ...`` in order of their first task, with the worker id's first 8 characters.
+    """
+    import pandas as pd
+
+    keep = set(names) if names is not None else None
+    rows = []
+    for ev in events:
+        cat = str(ev.get("cat", ""))
+        if ev.get("ph") != "X" or not cat.startswith(TASK_PREFIX):
+            continue
+        task = cat[len(TASK_PREFIX) :]
+        if keep is not None and task not in keep:
+            continue
+        start = float(ev["ts"]) / 1e6
+        rows.append(
+            {
+                "worker_id": str(ev.get("tid", "")).removeprefix("worker:"),
+                "node": str(ev.get("pid", "")),
+                "task": task,
+                "task_id": (ev.get("args") or {}).get("task_id"),
+                "start_s": start,
+                "end_s": start + float(ev.get("dur", 0.0)) / 1e6,
+            }
+        )
+    columns = ["worker", "node", "task", "task_id", "start_s", "end_s", "dur_s"]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    frame = pd.DataFrame(rows).sort_values("start_s", kind="stable").reset_index(drop=True)
+    t0 = frame["start_s"].min()
+    frame["start_s"] -= t0
+    frame["end_s"] -= t0
+    frame["dur_s"] = frame["end_s"] - frame["start_s"]
+    order = list(dict.fromkeys(frame["worker_id"]))
+    frame["worker"] = [f"w{order.index(w)} {w[:8]}" for w in frame["worker_id"]]
+    return frame[columns]
+
+
+def busy_fraction(spans, n_slots: int, start_s: float | None = None, end_s: float | None = None):
+    """The share of ``n_slots`` worker slots (CPUs, say) that ran tasks between ``start_s`` and
+    ``end_s`` (default: the first start to the last end): 1.0 means every slot was busy."""
+    if n_slots < 1:
+        raise ValueError("n_slots must be at least 1")
+    if len(spans) == 0:
+        return 0.0
+    lo = spans["start_s"].min() if start_s is None else start_s
+    hi = spans["end_s"].max() if end_s is None else end_s
+    if hi <= lo:
+        raise ValueError("the window is empty")
+    busy = (spans["end_s"].clip(upper=hi) - spans["start_s"].clip(lower=lo)).clip(lower=0).sum()
+    return float(busy / (n_slots * (hi - lo)))
+
+
+def gantt_rows(spans) -> list[tuple[str, float, float, str]]:
+    """``spans`` as ``labkit.plots.gantt`` rows: ``(worker, start_s, end_s, task)``."""
+    return list(zip(spans["worker"], spans["start_s"], spans["end_s"], spans["task"], strict=True))

@@ -1,0 +1,48 @@
+"""Who can reach a socket: loopback, one address, or every interface."""
+
+import os
+import socket
+
+import psutil
+import pytest
+
+from labkit import net
+
+
+@pytest.mark.parametrize(
+    ("host", "scope"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("127.0.1.1", "loopback"),
+        ("::1", "loopback"),
+        ("0.0.0.0", "all interfaces"),  # as psutil reports a wildcard bind; never bound here
+        ("::", "all interfaces"),
+        ("192.0.2.7", "one address"),
+        ("fe80::1%eth0", "one address"),
+    ],
+)
+def test_scope_of_an_address(host, scope):
+    assert net.scope(host) == scope
+
+
+def test_listeners_finds_this_process_loopback_socket():
+    with socket.socket() as s:
+        s.bind((net.LOCALHOST, 0))
+        s.listen()
+        port = s.getsockname()[1]
+        rows = net.listeners([os.getpid(), 2**22 + 12345])  # the second PID does not exist
+        mine = [r for r in rows if r["port"] == port]
+        assert mine == [
+            {
+                "pid": os.getpid(),
+                "process": psutil.Process().name(),
+                "host": "127.0.0.1",
+                "port": port,
+                "scope": "loopback",
+            }
+        ]
+    assert all(r["port"] != port for r in net.listeners([os.getpid()]))
+
+
+def test_kernel_ports_are_empty_outside_a_kernel():
+    assert net.kernel_ports() == set()

@@ -1,0 +1,79 @@
+"""Lesson 10 leaves nothing running: its Prometheus and its Ray are gone when it ends.
+
+The lesson runs at ``smoke`` in a kernel of its own (papermill); every process that appeared
+meanwhile and belongs to it (Prometheus, Ray's daemons and workers, the jobs' drivers) must be
+gone afterwards. Where a Prometheus binary exists (CI runs ``make prometheus``), the run must
+have taken the real path: its records hold the PromQL results.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from labkit import prom
+from labkit.params import repo_root
+
+NOTEBOOK = repo_root() / "notebooks" / "10_observability_and_security.ipynb"
+
+
+def _lesson_processes(before: set[int]) -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+        if proc.pid in before:
+            continue
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            ours = proc.info["name"] in ("prometheus", "gcs_server", "raylet")
+            ours = ours or "labkit-prom-" in cmd or proc.info["name"].startswith("ray::")
+            ours = ours or "ray/dashboard" in cmd or "count_primes.py" in cmd
+            if ours and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(f"{proc.pid} {proc.info['name']}: {cmd[:120]}")
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_lesson_10_stops_its_prometheus_and_its_ray(tmp_path):
+    before = set(psutil.pids())
+    results = tmp_path / "results"
+    env = os.environ | {"LABKIT_SIZE": "smoke", "LABKIT_RESULTS_DIR": str(results)}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "papermill", "-k", "python3", "--log-level", "WARNING"]
+        + [str(NOTEBOOK), str(tmp_path / "out.ipynb")],
+        env=env,
+        cwd=repo_root(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    deadline = time.monotonic() + 15  # the kernel's exit handlers may still be stopping Ray
+    while _lesson_processes(before) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _lesson_processes(before) == []
+    records = [
+        json.loads(line)
+        for line in (results / "10_observability_and_security.jsonl").read_text().splitlines()
+    ]
+    metrics = {r["metric"] for r in records}
+    assert {"obs.custom_metric_value", "security.listeners_all_interfaces"} <= metrics
+    if prom.binary() is not None:
+        assert "obs.promql_series" in metrics  # the real Prometheus path ran
+
+
+def test_the_check_sees_a_prometheus_left_running():
+    if prom.binary() is None:
+        pytest.skip("no prometheus binary (`make prometheus`; CI runs it)")
+    before = set(psutil.pids())
+    server = prom.Prometheus("global: {scrape_interval: 1s}\n")
+    try:
+        assert any(line.startswith(f"{server.pid} ") for line in _lesson_processes(before))
+    finally:
+        server.stop()
+    assert _lesson_processes(before) == []

@@ -1,0 +1,59 @@
+"""Reading ray.timeline(): task spans per worker, and how busy the workers were."""
+
+import pytest
+
+from labkit import trace
+
+
+def _event(cat: str, worker: str, ts_us: float, dur_us: float, task_id: str = "t") -> dict:
+    return {
+        "cat": cat,
+        "name": cat,
+        "pid": "10.0.0.1",
+        "tid": f"worker:{worker}",
+        "ts": ts_us,
+        "dur": dur_us,
+        "ph": "X",
+        "args": {"task_id": task_id},
+    }
+
+
+EVENTS = [
+    _event("task::chunk", "bbbbbbbbbb", 2_000_000, 1_000_000, "b1"),
+    _event("task:execute", "bbbbbbbbbb", 2_000_100, 900_000),  # a phase: not a task
+    _event("task::chunk", "aaaaaaaaaa", 1_000_000, 3_000_000, "a1"),
+    _event("task::other", "aaaaaaaaaa", 4_000_000, 500_000, "a2"),
+    {"cat": "submit_task", "ph": "X", "ts": 0, "dur": 5, "tid": "driver"},
+    {"name": "process_name", "ph": "M", "pid": 1},
+]
+
+
+def test_task_spans_keep_whole_tasks_with_times_from_the_first_start():
+    spans = trace.task_spans(EVENTS)
+    assert list(spans["task_id"]) == ["a1", "b1", "a2"]  # by start
+    assert list(spans["start_s"]) == [0.0, 1.0, 3.0]
+    assert list(spans["dur_s"]) == [3.0, 1.0, 0.5]
+    assert list(spans["worker"]) == ["w0 aaaaaaaa", "w1 bbbbbbbb", "w0 aaaaaaaa"]
+    assert set(spans["node"]) == {"10.0.0.1"}
+    assert list(trace.task_spans(EVENTS, names=["other"])["task_id"]) == ["a2"]
+    assert trace.task_spans([]).empty
+
+
+def test_busy_fraction_counts_slots_over_the_window():
+    spans = trace.task_spans(EVENTS)  # 4.5 task-seconds over 0..3.5 s
+    assert trace.busy_fraction(spans, 2) == pytest.approx(4.5 / 7.0)
+    assert trace.busy_fraction(spans, 1, 0.0, 1.0) == pytest.approx(1.0)
+    assert trace.busy_fraction(spans, 2, 1.0, 2.0) == pytest.approx(1.0)  # both workers busy
+    assert trace.busy_fraction(spans, 2, 3.5, 5.0) == 0.0
+    with pytest.raises(ValueError, match="n_slots"):
+        trace.busy_fraction(spans, 0)
+    with pytest.raises(ValueError, match="empty"):
+        trace.busy_fraction(spans, 1, 2.0, 2.0)
+
+
+def test_gantt_rows_are_what_plots_gantt_draws():
+    rows = trace.gantt_rows(trace.task_spans(EVENTS))
+    assert rows[0] == ("w0 aaaaaaaa", 0.0, 3.0, "chunk")
+    from labkit import plots
+
+    plots.gantt(rows, title="t")
