@@ -47,6 +47,7 @@ _LAZY_MODULES = {
     "nbrun",
     "net",
     "plainhttp",
+    "recsys",
     "prom",
     "plots",
     "procs",

@@ -150,3 +150,26 @@ class GPT(nn.Module):
         for block in self.blocks:
             h = block(h)
         return self.head(self.norm(h))
+
+
+class MatrixFactorization(nn.Module):
+    """A user vector and an item vector per id, plus an item bias: the score of a (user, item)
+    pair is their dot product plus the bias (a logit: 'would this user take this item?')."""
+
+    def __init__(self, n_users: int, n_items: int, dim: int = 32):
+        super().__init__()
+        self.user = nn.Embedding(n_users, dim)
+        self.item = nn.Embedding(n_items, dim)
+        self.item_bias = nn.Embedding(n_items, 1)
+        for table in (self.user, self.item):
+            nn.init.normal_(table.weight, std=0.1)
+        nn.init.zeros_(self.item_bias.weight)
+
+    def forward(self, user: torch.Tensor, item: torch.Tensor) -> torch.Tensor:
+        dot = (self.user(user) * self.item(item)).sum(-1)
+        return dot + self.item_bias(item).squeeze(-1)
+
+    @torch.no_grad()
+    def scores(self, users: torch.Tensor) -> torch.Tensor:
+        """Every item's score for each of ``users``: a ``(len(users), n_items)`` matrix."""
+        return self.user(users) @ self.item.weight.T + self.item_bias.weight.T

@@ -9,18 +9,26 @@ with times in seconds from the first task's start.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 TASK_PREFIX = "task::"
 
 
-def task_spans(events: Iterable[Mapping[str, Any]], *, names: Iterable[str] | None = None):
+def task_spans(
+    events: Iterable[Mapping[str, Any]],
+    *,
+    names: Iterable[str] | None = None,
+    origin: float | None = None,
+):
     """One row per task run: ``worker`` (a short lane name), ``node``, ``task`` (its function
     or ``Class.method``), ``task_id``, ``start_s``, ``end_s``, ``dur_s``, sorted by start.
 
     ``names`` keeps only those tasks (by their ``task::`` name); the worker lanes are named
     ``w0, w1, ...`` in order of their first task, with the worker id's first 8 characters.
+    Times count from the first task's start, or from ``origin`` (a ``time.time()`` value: the
+    timeline's clock is the wall clock).
     """
     import pandas as pd
 
@@ -48,7 +56,7 @@ def task_spans(events: Iterable[Mapping[str, Any]], *, names: Iterable[str] | No
     if not rows:
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame(rows).sort_values("start_s", kind="stable").reset_index(drop=True)
-    t0 = frame["start_s"].min()
+    t0 = frame["start_s"].min() if origin is None else origin
     frame["start_s"] -= t0
     frame["end_s"] -= t0
     frame["dur_s"] = frame["end_s"] - frame["start_s"]
@@ -75,3 +83,49 @@ def busy_fraction(spans, n_slots: int, start_s: float | None = None, end_s: floa
 def gantt_rows(spans) -> list[tuple[str, float, float, str]]:
     """``spans`` as ``labkit.plots.gantt`` rows: ``(worker, start_s, end_s, task)``."""
     return list(zip(spans["worker"], spans["start_s"], spans["end_s"], spans["task"], strict=True))
+
+
+class Stages:
+    """Wall-clock windows of a pipeline's stages: ``with stages("train"): ...``.
+
+    :meth:`table` adds what ``ray.timeline()`` says about each window: the CPU-seconds Ray's
+    tasks and actors ran in it, and the busy fraction of ``n_slots`` CPUs.
+    """
+
+    def __init__(self) -> None:
+        import time
+
+        self._clock = time.time
+        self.origin = self._clock()
+        self.windows: dict[str, tuple[float, float]] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = self._clock()
+        try:
+            yield
+        finally:
+            self.windows[name] = (start - self.origin, self._clock() - self.origin)
+
+    def seconds(self) -> dict[str, float]:
+        """Each stage's wall time."""
+        return {name: end - start for name, (start, end) in self.windows.items()}
+
+    def table(self, spans, n_slots: int):
+        """One row per stage: ``wall_s``, ``task_cpu_s`` (task time inside the window) and
+        ``busy`` (that over ``n_slots`` x the window). ``spans`` must count from
+        :attr:`origin` (``task_spans(..., origin=stages.origin)``)."""
+        import pandas as pd
+
+        rows = []
+        for name, (start, end) in self.windows.items():
+            busy = busy_fraction(spans, n_slots, start, end) if end > start else 0.0
+            rows.append(
+                {
+                    "stage": name,
+                    "wall_s": end - start,
+                    "task_cpu_s": busy * n_slots * (end - start),
+                    "busy": busy,
+                }
+            )
+        return pd.DataFrame(rows).set_index("stage")

@@ -98,3 +98,19 @@ def fresh_params(monkeypatch):
     for name in ("SIZE", "DEVICE", "SEED", "RESULTS_DIR"):
         monkeypatch.delenv(f"LABKIT_{name}", raising=False)
     return params
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Notebook 10 runs in ``tests/test_observability.py`` (papermill, then a check that its
+    Prometheus and Ray are gone); nbmake does not run it a second time."""
+    if not any(item.nodeid.startswith("tests/test_observability.py") for item in items):
+        return
+    twice = [
+        item
+        for item in items
+        if "10_observability_and_security.ipynb" in item.nodeid
+        and not item.nodeid.startswith("tests/")
+    ]
+    if twice:
+        config.hook.pytest_deselected(items=twice)
+        items[:] = [item for item in items if item not in twice]

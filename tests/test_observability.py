@@ -3,7 +3,8 @@
 The lesson runs at ``smoke`` in a kernel of its own (papermill); every process that appeared
 meanwhile and belongs to it (Prometheus, Ray's daemons and workers, the jobs' drivers) must be
 gone afterwards. Where a Prometheus binary exists (CI runs ``make prometheus``), the run must
-have taken the real path: its records hold the PromQL results.
+have taken the real path: its records hold the PromQL results. This is where `make test` runs
+notebook 10: conftest.py keeps nbmake from running it a second time.
 """
 
 import json

@@ -211,7 +211,7 @@ def test_a_missing_token_file_is_created_once_and_kept(tmp_path, monkeypatch):
     assert [p.name for p in path.parent.iterdir()] == ["auth_token"]  # no temp file left
 
 
-def test_timeline_spans_name_the_tasks_that_ran(local):
+def test_timeline_spans_name_the_tasks_that_ran():
     import ray
 
     from labkit import trace
@@ -221,9 +221,11 @@ def test_timeline_spans_name_the_tasks_that_ran(local):
         time.sleep(ms / 1000)
         return ms
 
-    refs = [nap.remote(ms) for ms in (50, 300, 50)]
-    ray.get(refs)
-    spans = trace.task_spans(ray.timeline(), names=["nap"])
+    with session.start(num_cpus=2):  # a session of its own: earlier tests stopped `local`
+        refs = [nap.remote(ms) for ms in (50, 300, 50)]
+        ray.get(refs)
+        events = ray.timeline()
+    spans = trace.task_spans(events, names=["nap"])
     spans = spans[spans["task_id"].isin({r.task_id().hex() for r in refs})]
     assert len(spans) == 3
     longest = spans.loc[spans["dur_s"].idxmax()]

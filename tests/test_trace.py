@@ -57,3 +57,26 @@ def test_gantt_rows_are_what_plots_gantt_draws():
     from labkit import plots
 
     plots.gantt(rows, title="t")
+
+
+def test_stages_measure_windows_and_read_the_timeline_inside_them():
+    stages = trace.Stages()
+    clock = iter([101.0, 103.0, 103.0, 107.0])
+    stages._clock = lambda: next(clock)
+    stages.origin = 100.0
+    with stages("data"):
+        pass
+    with stages("train"):
+        pass
+    assert stages.seconds() == {"data": 2.0, "train": 4.0}
+    assert stages.windows == {"data": (1.0, 3.0), "train": (3.0, 7.0)}
+    events = [  # origin 100 s: one task 1.5-2.5 s, another 3-7 s
+        _event("task::a", "w1", 101_500_000, 1_000_000, "a"),
+        _event("task::b", "w2", 103_000_000, 4_000_000, "b"),
+    ]
+    spans = trace.task_spans(events, origin=100.0)
+    assert list(spans["start_s"]) == [1.5, 3.0]
+    table = stages.table(spans, n_slots=2)
+    assert table.loc["data", "task_cpu_s"] == pytest.approx(1.0)
+    assert table.loc["data", "busy"] == pytest.approx(0.25)
+    assert table.loc["train", "busy"] == pytest.approx(0.5)
