@@ -31,6 +31,7 @@ __all__ = [
 
 _LAZY_MODULES = {
     "amp",
+    "apiguard",
     "cli",
     "cluster",
     "data",

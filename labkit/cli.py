@@ -320,6 +320,19 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_guard(args: argparse.Namespace) -> int:
+    """Removed or deprecated Ray/PyTorch APIs in labkit/ and the notebooks (blog-error cells
+    excepted)."""
+    from labkit import apiguard
+
+    root = Path(args.root) if args.root else params.repo_root()
+    found = apiguard.scan_tree(root)
+    for finding in found:
+        print(finding)
+    print(f"labkit guard: {len(found)} use(s) of removed or deprecated APIs in {root}")
+    return 1 if found else 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -394,6 +407,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("notebooks", nargs="*", help="numbers like 04 (default: all)")
     p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
     p.set_defaults(func=cmd_rerun)
+
+    p = sub.add_parser(
+        "guard", help="find removed or deprecated Ray/PyTorch APIs outside blog-error cells"
+    )
+    p.add_argument("--root", help="repository to scan (default: this one)")
+    p.set_defaults(func=cmd_guard)
 
     p = sub.add_parser("lab", help="open JupyterLab (127.0.0.1, token auth) on the learner copies")
     p.add_argument("--port", type=int, default=8888)
