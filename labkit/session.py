@@ -17,6 +17,7 @@ import atexit
 import os
 import sys
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -309,7 +310,8 @@ def _start_local(
     if dashboard:
         kwargs["dashboard_port"] = dash_port
     kwargs.update(ray_kwargs)
-    ctx = ray.init(**kwargs)
+    with _agent_port(free_port()):
+        ctx = ray.init(**kwargs)
     node = ray._private.worker._global_node
     pids = {
         name: [info.process.pid for info in infos if info.process is not None]
@@ -329,6 +331,32 @@ def _start_local(
     )
     procs.remember(pids, session.owner)
     return session
+
+
+@contextmanager
+def _agent_port(port: int):
+    """Give the dashboard agent's HTTP server ``port`` during ``ray.init``.
+
+    Ray 2.60's ``ray.init`` has no argument for it, so every local instance takes 52365: a
+    second Ray on the machine (another notebook, a test run) then has no job agent, and the
+    Jobs API answers "No available agent to submit job". ``ray.init`` builds its parameters
+    from ``ray._private.parameter.RayParams``; for the length of the call that name gives a
+    subclass whose default is this port.
+    """
+    from ray._private import parameter
+
+    original = parameter.RayParams
+
+    class _RayParams(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("dashboard_agent_listen_port", port)
+            super().__init__(*args, **kwargs)
+
+    parameter.RayParams = _RayParams
+    try:
+        yield
+    finally:
+        parameter.RayParams = original
 
 
 def store_stats() -> dict[str, int]:

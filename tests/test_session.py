@@ -241,3 +241,36 @@ def test_tls_settings_lesson_10_names_exist_in_this_ray():
         blob = f.read()
     for name in (b"RAY_USE_TLS", b"RAY_TLS_SERVER_CERT", b"RAY_TLS_SERVER_KEY", b"RAY_TLS_CA_CERT"):
         assert name in blob, name
+
+
+def test_a_second_ray_on_the_machine_still_gets_a_job_agent(tmp_path):
+    """Another Ray that is not the kit's holds the agent port every ray.init takes (52365);
+    a kit session gets a free one, so its Jobs API still works."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from labkit.checks import wait_until
+
+    ready = tmp_path / "ready"
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import pathlib, time, ray; ray.init(address='local', num_cpus=1, "
+            "include_dashboard=True, dashboard_host='127.0.0.1', logging_level='ERROR'); "
+            f"pathlib.Path({str(ready)!r}).touch(); time.sleep(300)",
+        ],
+        env=os.environ | {"RAY_AUTH_MODE": "token"},
+    )
+    try:
+        assert wait_until(ready.exists, 120), "the other Ray did not start"
+        with session.start(num_cpus=2) as mine:
+            import ray
+
+            assert ray.nodes()[0]["DashboardAgentListenPort"] != 52365
+            client = JobSubmissionClient(mine.dashboard_url)
+            job = client.submit_job(entrypoint="echo agent ok")
+            assert wait_until(lambda: client.get_job_status(job).is_terminal(), 120)
+            assert client.get_job_status(job) == JobStatus.SUCCEEDED
+    finally:
+        other.terminate()  # its ray.init registered a shutdown at exit
+        other.wait(60)
