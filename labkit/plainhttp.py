@@ -58,13 +58,7 @@ class PlainServer:
 
     def stop(self) -> None:
         """Stop the server process (SIGTERM, then SIGKILL) and remove its files."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        procs.stop_child(self.process)
         procs.forget(self.owner)
         self._pickle.unlink(missing_ok=True)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,18 @@ def terminate(processes: list[psutil.Process], timeout: float = 10.0) -> None:
         except psutil.Error:
             pass
     psutil.wait_procs(still, timeout=2)
+
+
+def stop_child(process: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Stop a child this process started (SIGTERM, then SIGKILL) and reap it; nothing if it
+    has exited already."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
 
 
 def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:

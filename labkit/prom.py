@@ -102,13 +102,7 @@ class Prometheus:
 
     def stop(self) -> None:
         """Stop this Prometheus (SIGTERM, then SIGKILL) and delete its data. Safe to call twice."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        procs.stop_child(self.process)
         procs.forget(self.owner)
         if self in _running:
             _running.remove(self)
