@@ -63,7 +63,7 @@ test-exercises: install tools
 
 # Run All twice in one kernel (the first time without teardown), as a learner re-runs a lesson.
 RERUN ?= 05 07 08 09
-test-rerun: install tools
+test-rerun: install
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= \
 	  $(VENV)/bin/labkit rerun $(RERUN)
 

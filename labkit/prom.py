@@ -52,8 +52,8 @@ class Prometheus:
     process started before (a learner re-running the lesson), and says so.
     """
 
-    def __init__(self, config: str, *, exe: Path | None = None, start_timeout_s: float = 30.0):
-        exe = exe or binary()
+    def __init__(self, config: str, *, start_timeout_s: float = 30.0):
+        exe = binary()
         if exe is None:
             raise FileNotFoundError("no prometheus binary: run `make prometheus`")
         for old in list(_running):

@@ -6,6 +6,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import psutil
 import pytest
@@ -236,9 +237,7 @@ def test_tls_settings_lesson_10_names_exist_in_this_ray():
     """Lesson 10 names Ray's gRPC TLS variables: they must still be the ones Ray reads."""
     import ray
 
-    raylet = (os.path.dirname(ray.__file__) + "/_raylet.so").encode()
-    with open(raylet, "rb") as f:
-        blob = f.read()
+    blob = (Path(ray.__file__).parent / "_raylet.so").read_bytes()
     for name in (b"RAY_USE_TLS", b"RAY_TLS_SERVER_CERT", b"RAY_TLS_SERVER_KEY", b"RAY_TLS_CA_CERT"):
         assert name in blob, name
 
