@@ -32,6 +32,7 @@ __all__ = [
 _LAZY_MODULES = {
     "amp",
     "apiguard",
+    "blog",
     "cli",
     "cluster",
     "data",

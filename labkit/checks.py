@@ -23,6 +23,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+#: Every blog error caught so far in this process (labels, in order): lesson 12's ledger reads it.
+CAUGHT: list[str] = []
+
 
 def first_line(text: str, limit: int = 160) -> str:
     """The first line of ``text``, shortened at a word boundary (never mid-word) to ``limit``."""
@@ -59,6 +62,7 @@ def expect_error(
                 "no longer warns; update the lesson"
             )
         print(f"{label} -> {hits[0].category.__name__}: {first_line(str(hits[0].message), limit)}")
+        CAUGHT.append(label)
         return
     try:
         yield
@@ -68,6 +72,7 @@ def expect_error(
         cause = getattr(err, "cause", None)
         message = str(cause) if isinstance(cause, BaseException) else str(err)
         print(f"{label} -> {type(err).__name__}: {first_line(message, limit)}")
+        CAUGHT.append(label)
         return
     raise AssertionError(
         f"{label}: expected {_names(expected)}, but nothing was raised: the blog's code works "

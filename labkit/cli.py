@@ -333,6 +333,17 @@ def cmd_guard(args: argparse.Namespace) -> int:
     return 1 if found else 0
 
 
+def cmd_blog_table(args: argparse.Namespace) -> int:
+    """Check (or rewrite) lesson 12's summary table against the entries its cells open."""
+    from labkit import blog
+
+    if blog.sync_table(args.notebook, write=args.write):
+        print("labkit blog-table: the table matches the entries" + (" (written)" * args.write))
+        return 0
+    print("labkit blog-table: the table differs from the entries; run with --write")
+    return 1
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -413,6 +424,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--root", help="repository to scan (default: this one)")
     p.set_defaults(func=cmd_guard)
+
+    p = sub.add_parser("blog-table", help="lesson 12's summary table, built from its entries")
+    p.add_argument("--notebook", help="the notebook (default: notebooks/12_...ipynb)")
+    p.add_argument("--write", action="store_true", help="rewrite the table to match")
+    p.set_defaults(func=cmd_blog_table)
 
     p = sub.add_parser("lab", help="open JupyterLab (127.0.0.1, token auth) on the learner copies")
     p.add_argument("--port", type=int, default=8888)

@@ -54,12 +54,9 @@ def load(path: str | Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
-def cluster_config_problems(config: dict[str, Any] | str) -> list[str]:
-    """What Ray's cluster launcher would reject in ``config`` (a dict or YAML text).
-
-    Runs ``validate_config(prepare_config(...))``, exactly what ``ray up`` does before it
-    launches anything; ``[]`` means the launcher accepts it.
-    """
+def validate_cluster_config(config: dict[str, Any] | str) -> None:
+    """Run Ray's own ``validate_config(prepare_config(...))`` on ``config`` (a dict or YAML text),
+    exactly what ``ray up`` does before it launches anything: raises what the launcher raises."""
     from ray.autoscaler._private.util import prepare_config, validate_config
 
     if isinstance(config, str):
@@ -71,11 +68,17 @@ def cluster_config_problems(config: dict[str, Any] | str) -> list[str]:
     try:
         with redirect_stdout(quiet), redirect_stderr(quiet):
             validate_config(prepare_config(copy.deepcopy(config)))
+    finally:
+        autoscaler_log.setLevel(level)
+
+
+def cluster_config_problems(config: dict[str, Any] | str) -> list[str]:
+    """What Ray's cluster launcher would reject in ``config``; ``[]`` means it accepts it."""
+    try:
+        validate_cluster_config(config)
     except Exception as err:  # the validator raises ValueError or jsonschema's ValidationError
         message = getattr(err, "message", None) or str(err)
         return [f"{type(err).__name__}: {message.splitlines()[0]}"]
-    finally:
-        autoscaler_log.setLevel(level)
     return []
 
 

@@ -1,0 +1,221 @@
+"""The ledger of lesson 12: one entry per snippet and claim of the two blog posts, checked by running.
+
+A cell opens an entry with its declared verdict::
+
+    e = ledger.entry("S0 §2.2", "task.remote(options=...)", "raises",
+                     fix="task.options(**opts).remote()", taught="01")
+
+and the cells after it prove that verdict: a ``blog-error`` cell (``labkit.expect_error``) for an
+entry that ``raises``, ``does not exist`` or is ``deprecated``, and ``e.check(condition, evidence)``
+for what runs instead or what was measured. A snippet is an entry whose ``what`` holds code in
+backticks; a claim in plain words that ``does not exist`` is proved by its checks alone. When the next entry opens (or ``ledger.finish``), the
+previous one must be complete: an entry whose status says the blog's code fails has seen the error
+caught, an entry that ``works`` has seen none, and every entry has passed at least one check.
+
+The summary table at the top of the notebook is rendered by :func:`table` from the entries. The
+same rows come from the notebook's source (:func:`entries_in`, no run needed) and from the run
+(``ledger.finish``); both must equal the table between the markers, so the table and the cells
+cannot drift apart. ``labkit blog-table --write`` rewrites it after an entry changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from labkit import checks
+from labkit.params import repo_root
+
+#: What happens to a snippet or claim on Ray 2.60 (the issue's five, and one for anecdotes).
+STATUSES = ("works", "deprecated", "raises", "does not exist", "misleading", "not checkable")
+#: Statuses whose blog form must fail in a ``blog-error`` cell (a warning counts for deprecated).
+FAILING = ("deprecated", "raises", "does not exist")
+#: How a quantitative claim ends: the first word of ``verdict=``.
+VERDICTS = ("reproduced", "explained", "not checkable")
+BEGIN, END = "<!-- ledger: begin -->", "<!-- ledger: end -->"
+SECTION = re.compile(r"^S([02]) §(\d+(?:\.\d+)*)$")
+NOTEBOOK = "12_from_the_blog_to_ray_2_60.ipynb"
+
+
+def order_key(section: str) -> tuple[int, tuple[int, ...]]:
+    """``"S0 §3.2"`` -> ``(0, (3, 2))``: entries must come in the posts' order."""
+    m = SECTION.match(section)
+    if not m:
+        raise ValueError(f"section {section!r} must look like 'S0 §2.2' or 'S2 §3.1.1'")
+    return int(m.group(1)), tuple(int(x) for x in m.group(2).split("."))
+
+
+@dataclass
+class Entry:
+    """One snippet or claim of a post, with what Ray 2.60 does about it."""
+
+    section: str
+    what: str
+    status: str
+    fix: str = ""
+    taught: str = ""
+    verdict: str = ""
+    number: int = 0
+    evidence: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    _caught_at: int = 0
+
+    def __post_init__(self) -> None:
+        order_key(self.section)
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r}: use one of {', '.join(STATUSES)}")
+        if self.verdict and self.verdict.split(":")[0] not in VERDICTS:
+            raise ValueError(f"verdict {self.verdict!r} must start with one of {VERDICTS}")
+        if self.taught and not re.fullmatch(r"\d\d(, \d\d)*", self.taught):
+            raise ValueError(f"taught={self.taught!r}: lesson numbers like '04' or '06, 07'")
+
+    def check(self, condition: object, evidence: str) -> None:
+        """Assert ``condition`` and print the evidence line under the entry's number."""
+        if not condition:
+            raise AssertionError(f"#{self.number} {self.section} {self.what}: {evidence}")
+        self.evidence.append(evidence)
+        print(f"#{self.number} {self.section}: {evidence}")
+
+    def problems(self) -> list[str]:
+        """What this entry still lacks before its status is proved by what ran."""
+        caught = checks.CAUGHT[self._caught_at :]
+        self.failures = list(caught)
+        out = []
+        if not self.evidence:
+            out.append("no check passed (call entry.check)")
+        if self.status in FAILING and "`" in self.what and not caught:
+            out.append(f"status {self.status!r} but no blog-error cell caught the blog's form")
+        if self.status == "works" and caught:
+            out.append(f"status 'works' but the blog's form failed: {caught}")
+        return out
+
+
+def ray_source(relative: str) -> str:
+    """The text of a file of the installed Ray package (``relative`` to ``ray/``): a claim about
+    Ray's internals is settled by the source that runs, not by a post."""
+    import ray
+
+    return (Path(ray.__file__).parent / relative).read_text(encoding="utf-8")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _lesson_links(taught: str, names: dict[str, str]) -> str:
+    if not taught:
+        return "here"
+    return ", ".join(f"[{n}]({names.get(n, n)})" for n in taught.split(", "))
+
+
+def table(entries: list[Entry]) -> str:
+    """The summary table (markdown) a learner scans: one row per entry, in the posts' order."""
+    names = {p.name[:2]: p.name for p in (repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    rows = [
+        "| # | post | entry | status | verdict | fix on Ray 2.60 | taught in |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for e in entries:
+        cells = (e.section, e.what, e.status, e.verdict, e.fix)
+        row = " | ".join(_cell(c) for c in cells)
+        rows.append(f"| {e.number} | {row} | {_lesson_links(e.taught, names)} |")
+    counts = ", ".join(f"{n} {s}" for s, n in count(entries).items() if n)
+    return "\n".join([*rows, "", f"{len(entries)} entries: {counts}."])
+
+
+def count(entries: list[Entry]) -> dict[str, int]:
+    """Entries per status, in :data:`STATUSES` order."""
+    return {s: sum(e.status == s for e in entries) for s in STATUSES}
+
+
+class Ledger:
+    """The entries of one run, opened in order and each proved before the next opens."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+
+    def entry(self, section: str, what: str, status: str, **kwargs: str) -> Entry:
+        """Close the previous entry (it must be proved) and open the next one."""
+        self._close_last()
+        e = Entry(section, what, status, number=len(self.entries) + 1, **kwargs)
+        if self.entries and order_key(section) < order_key(self.entries[-1].section):
+            raise ValueError(
+                f"{section} comes before {self.entries[-1].section}: keep posts' order"
+            )
+        e._caught_at = len(checks.CAUGHT)
+        self.entries.append(e)
+        return e
+
+    def _close_last(self) -> None:
+        if self.entries and (missing := self.entries[-1].problems()):
+            last = self.entries[-1]
+            raise AssertionError(f"#{last.number} {last.section} {last.what}: {'; '.join(missing)}")
+
+    def finish(self, notebook: str | Path | None = None) -> dict[str, int]:
+        """Prove the last entry, compare the run's table with the notebook's; counts by status."""
+        self._close_last()
+        path = Path(notebook) if notebook else repo_root() / "notebooks" / NOTEBOOK
+        written = table_in(path)
+        built = table(self.entries)
+        if written != built:
+            raise AssertionError(
+                f"the table at the top of {path.name} differs from the entries that ran: "
+                "run `labkit blog-table --write`"
+            )
+        return count(self.entries)
+
+
+def _cells(path: Path) -> list[dict]:
+    import nbformat
+
+    return nbformat.read(path, as_version=4).cells
+
+
+def entries_in(path: str | Path) -> list[Entry]:
+    """The entries a notebook opens, read from its code cells (``ledger.entry(...)`` calls)."""
+    out: list[Entry] = []
+    for cell in _cells(Path(path)):
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(
+            "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
+        )
+        for node in ast.walk(ast.parse(source)):
+            func = getattr(node, "func", None)
+            if isinstance(func, ast.Attribute) and func.attr == "entry":
+                if getattr(func.value, "id", None) != "ledger":
+                    continue
+                args = [ast.literal_eval(a) for a in node.args]
+                kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                out.append(Entry(*args, number=len(out) + 1, **kwargs))
+    return out
+
+
+def table_in(path: str | Path) -> str:
+    """The table between the ledger markers in the notebook's markdown ('' if none)."""
+    for cell in _cells(Path(path)):
+        if cell.cell_type == "markdown" and BEGIN in cell.source:
+            return cell.source.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    return ""
+
+
+def sync_table(path: str | Path | None = None, write: bool = False) -> bool:
+    """Whether the notebook's table matches its entries; ``write=True`` rewrites it to match."""
+    import nbformat
+
+    path = Path(path) if path else repo_root() / "notebooks" / NOTEBOOK
+    built = table(entries_in(path))
+    if table_in(path) == built:
+        return True
+    if not write:
+        return False
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and BEGIN in cell.source:
+            head, rest = cell.source.split(BEGIN, 1)
+            cell.source = f"{head}{BEGIN}\n{built}\n{END}{rest.split(END, 1)[1]}"
+            nbformat.write(nb, path)
+            return True
+    raise ValueError(f"{path.name} has no {BEGIN} ... {END} markdown cell")
