@@ -1,16 +1,19 @@
-"""The ledger of lesson 12: one entry per snippet and claim of the two blog posts, checked by running.
+"""The ledger of lesson 12: each snippet and claim of the two blog posts, checked by running it.
 
-A cell opens an entry with its declared verdict::
+A cell opens an entry with its declared status::
 
     e = ledger.entry("S0 §2.2", "task.remote(options=...)", "raises",
                      fix="task.options(**opts).remote()", taught="01")
 
-and the cells after it prove that verdict: a ``blog-error`` cell (``labkit.expect_error``) for an
-entry that ``raises``, ``does not exist`` or is ``deprecated``, and ``e.check(condition, evidence)``
-for what runs instead or what was measured. A snippet is an entry whose ``what`` holds code in
-backticks; a claim in plain words that ``does not exist`` is proved by its checks alone. When the next entry opens (or ``ledger.finish``), the
-previous one must be complete: an entry whose status says the blog's code fails has seen the error
-caught, an entry that ``works`` has seen none, and every entry has passed at least one check.
+and the cells after it prove that status before the next entry opens (or ``ledger.finish``):
+
+* a snippet (an entry whose ``what`` holds code in backticks) that ``raises``, ``does not
+  exist`` or is ``deprecated`` has had its blog form fail in a ``blog-error`` cell
+  (``labkit.expect_error``, whose catches this module reads from ``checks.CAUGHT``);
+* an entry that ``works`` has seen no blog error;
+* every entry has passed at least one ``e.check(condition, evidence)``: what runs instead, what
+  was measured, or what the installed source says. A claim in plain words that ``does not
+  exist`` is proved by its checks alone.
 
 The summary table at the top of the notebook is rendered by :func:`table` from the entries. The
 same rows come from the notebook's source (:func:`entries_in`, no run needed) and from the run

@@ -1,0 +1,105 @@
+"""labkit.blog: lesson 12's ledger proves each entry, and its table cannot drift from the cells."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from labkit import blog, checks
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = ROOT / "notebooks" / blog.NOTEBOOK
+
+
+def test_sections_order_the_posts():
+    assert blog.order_key("S0 §2.2") == (0, (2, 2))
+    assert blog.order_key("S0 §6") < blog.order_key("S2 §1") < blog.order_key("S2 §3.1.1")
+    with pytest.raises(ValueError, match="section"):
+        blog.order_key("S1 §2")
+
+
+def test_an_entry_rejects_unknown_status_verdict_or_lesson():
+    with pytest.raises(ValueError, match="status"):
+        blog.Entry("S0 §1", "x", "broken")
+    with pytest.raises(ValueError, match="verdict"):
+        blog.Entry("S0 §1", "x", "works", verdict="probably")
+    with pytest.raises(ValueError, match="taught"):
+        blog.Entry("S0 §1", "x", "works", taught="lesson 4")
+
+
+def test_a_failing_snippet_needs_its_error_caught_and_a_check():
+    ledger = blog.Ledger()
+    e = ledger.entry("S0 §2.2", "`task.options(priority=5)`", "does not exist")
+    with pytest.raises(AssertionError, match="no blog-error cell caught"):
+        ledger.entry("S0 §2.3", "next", "works")
+    ledger.entries.clear()
+    e = ledger.entry("S0 §2.2", "`task.options(priority=5)`", "does not exist")
+    with checks.expect_error("priority", ValueError):
+        raise ValueError("priority is not an option")
+    with pytest.raises(AssertionError, match="no check passed"):
+        ledger.entry("S0 §2.3", "next", "works")
+    e.check(True, "the corrected form ran")
+    assert e.failures == ["priority"]
+    ledger.entry("S0 §2.3", "next", "works")
+
+
+def test_a_claim_that_does_not_exist_is_proved_by_checks_alone():
+    ledger = blog.Ledger()
+    e = ledger.entry("S0 §6.3", "a temperature API", "does not exist")
+    e.check(True, "no such name")
+    ledger.entry("S2 §1", "next", "works")
+
+
+def test_works_may_not_fail_and_a_false_check_raises():
+    ledger = blog.Ledger()
+    e = ledger.entry("S0 §1", "`ray.init(num_cpus=8)`", "works")
+    with pytest.raises(AssertionError, match="#1 S0 §1"):
+        e.check(False, "it did not")
+    with checks.expect_error("a surprise", KeyError):
+        raise KeyError("x")
+    e.check(True, "ran")
+    with pytest.raises(AssertionError, match="status 'works' but the blog's form failed"):
+        ledger.entry("S0 §2", "next", "works")
+
+
+def test_entries_keep_the_posts_order():
+    ledger = blog.Ledger()
+    ledger.entry("S2 §1", "late", "not checkable").check(True, "ok")
+    with pytest.raises(ValueError, match="posts' order"):
+        ledger.entry("S0 §1", "early", "works")
+
+
+def test_table_and_counts():
+    entries = [
+        blog.Entry("S0 §1", "a | b", "works", number=1, taught="00"),
+        blog.Entry("S0 §2", "`x()`", "raises", fix="y()", taught="01, 04", number=2),
+    ]
+    text = blog.table(entries)
+    assert "| 1 | S0 §1 | a \\| b | works |" in text
+    assert "[01](01_remote_tasks.ipynb), [04](04_scheduling_and_resources.ipynb)" in text
+    assert text.endswith("2 entries: 1 works, 1 raises.")
+    assert blog.count(entries)["raises"] == 1
+
+
+def test_the_lesson_has_an_entry_per_snippet_and_its_table_matches(tmp_path):
+    entries = blog.entries_in(LESSON)
+    assert len(entries) > 60
+    assert [e.number for e in entries] == list(range(1, len(entries) + 1))
+    keys = [blog.order_key(e.section) for e in entries]
+    assert keys == sorted(keys), "entries follow the posts' order"
+    assert {e.section.split()[0] for e in entries} == {"S0", "S2"}
+    quantitative = [e for e in entries if e.verdict]
+    assert len(quantitative) >= 8
+    assert blog.table_in(LESSON) == blog.table(entries), "run `labkit blog-table --write`"
+    # A changed entry makes the table stale, and --write repairs it.
+    copy = tmp_path / LESSON.name
+    nb = json.loads(LESSON.read_text())
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and '"`ds.to_torch(batch_size=512)`"' in src:
+            cell["source"] = src.replace('"does not exist"', '"raises"')
+            break
+    copy.write_text(json.dumps(nb))
+    assert not blog.sync_table(copy)
+    assert blog.sync_table(copy, write=True) and blog.sync_table(copy)
+    assert "raises" in blog.table_in(copy).split("`ds.to_torch(batch_size=512)`")[1].split("\n")[0]
