@@ -13,10 +13,16 @@ CELL_TIMEOUT ?= 600
 
 .PHONY: install lab test test-exercises test-rerun exercises run lint strip clean doctor prometheus tools
 
+# SLOW_IMPORT: every Ray process (driver, each worker, each actor) imports jsonschema, and
+# jsonschema imports rfc3987-syntax when it is installed (JupyterLab's jupyter-events pulls it in
+# through jsonschema[format-nongpl]); that module builds ~35 Earley parsers at import: `import ray`
+# took 1.7 s with it and 0.45 s without on a 2-core box. Nothing in the kit checks IRI formats.
+# `labkit doctor` says when it is back (conda users: pip uninstall rfc3987-syntax).
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Ray LabKit needs Python >= 3.11"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip uninstall --quiet --yes rfc3987-syntax  # see SLOW_IMPORT above
 	touch $(STAMP)
 
 install: $(STAMP)

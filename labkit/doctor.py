@@ -56,4 +56,19 @@ def report() -> dict[str, Any]:
     busy = [p for p in (6379, 8265, 8000, 8888, 10001) if listening(p)]
     report["ports busy on 127.0.0.1"] = busy or "none of 6379, 8265, 8000, 8888, 10001"
     report["kit processes alive"] = len(procs.alive())
+    report["slow imports"] = slow_imports() or "none"
     return report
+
+
+# Modules that, when installed, every Ray process imports (through jsonschema) at a cost: the
+# Makefile uninstalls them after each install.
+SLOW_IMPORTS = {
+    "rfc3987_syntax": "rfc3987-syntax: +1.2 s per Ray process (`pip uninstall rfc3987-syntax`)",
+}
+
+
+def slow_imports() -> list[str]:
+    """Installed modules that slow every Ray worker's start, with how to remove each."""
+    from importlib.util import find_spec
+
+    return [why for module, why in SLOW_IMPORTS.items() if find_spec(module) is not None]

@@ -50,6 +50,22 @@ def test_doctor_reports_what_a_helper_needs():
     assert json.loads(out.stdout)["ray"].startswith("2.60")
 
 
+def test_ray_starts_without_the_slow_jsonschema_import(monkeypatch):
+    # `make install` removes rfc3987-syntax: each Ray process would build its parsers at import.
+    probe = "import sys, ray; print(sorted(m for m in sys.modules if m in {names!r}))"
+    names = set(doctor.SLOW_IMPORTS)
+    out = subprocess.run(
+        [sys.executable, "-c", probe.format(names=names)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]", out.stdout
+    assert doctor.slow_imports() == []
+    monkeypatch.setitem(doctor.SLOW_IMPORTS, "json", "json: planted")  # an installed module
+    assert doctor.slow_imports() == ["json: planted"]
+
+
 def _notebook(path: Path, body: str) -> Path:
     nb = nbformat.v4.new_notebook()
     params = nbformat.v4.new_code_cell(
