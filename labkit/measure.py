@@ -77,6 +77,74 @@ def timeit(
     return Timing(label or getattr(fn, "__name__", "fn"), tuple(runs), warmup)
 
 
+@dataclass(frozen=True)
+class Stream:
+    """One pass over a stream of batches: when the first batch came, and how fast the rest did."""
+
+    label: str
+    first_s: float  # from asking for the iterator to holding the first batch
+    total_s: float
+    rows: int
+    first_rows: int
+
+    @property
+    def steady_s(self) -> float:
+        return self.total_s - self.first_s
+
+    @property
+    def steady_rate(self) -> float:
+        """Rows per second after the first batch: the stream's steady state."""
+        rest = self.rows - self.first_rows
+        return rest / self.steady_s if self.steady_s > 0 else math.inf
+
+    @property
+    def rate(self) -> float:
+        """Rows per second over the whole pass, first batch included."""
+        return self.rows / self.total_s if self.total_s > 0 else math.inf
+
+
+def stream_pass(
+    make_batches: Callable[[], Any], rows_of: Callable[[Any], int], label: str = "stream"
+) -> Stream:
+    """Drain ``make_batches()`` once, timing the first batch apart from the rest."""
+    start = time.perf_counter()
+    first_s, rows, first_rows = None, 0, 0
+    for batch in make_batches():
+        n = rows_of(batch)
+        if first_s is None:
+            first_s, first_rows = time.perf_counter() - start, n
+        rows += n
+    total = time.perf_counter() - start
+    return Stream(label, total if first_s is None else first_s, total, rows, first_rows)
+
+
+def stream_passes(
+    make_batches: Callable[[], Any],
+    rows_of: Callable[[Any], int],
+    *,
+    repeats: int = 3,
+    warmup: int = 1,
+    label: str = "stream",
+) -> list[Stream]:
+    """``warmup`` untimed passes, then ``repeats`` timed ones (see :func:`median_stream`)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        stream_pass(make_batches, rows_of, label)
+    return [stream_pass(make_batches, rows_of, label) for _ in range(repeats)]
+
+
+def median_stream(passes: list[Stream]) -> dict[str, float]:
+    """Medians over passes: first-batch seconds, steady rows/s, whole-pass rows/s, and the share
+    of a pass spent waiting for its first batch."""
+    return {
+        "first_s": statistics.median(s.first_s for s in passes),
+        "steady_rate": statistics.median(s.steady_rate for s in passes),
+        "rate": statistics.median(s.rate for s in passes),
+        "first_share": statistics.median(s.first_s / s.total_s for s in passes if s.total_s > 0),
+    }
+
+
 def speedup(baseline: Timing, candidate: Timing) -> float:
     """How many times faster ``candidate`` is than ``baseline`` (median over median; >1: faster)."""
     if candidate.median <= 0:

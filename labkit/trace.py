@@ -9,6 +9,7 @@ with times in seconds from the first task's start.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -129,3 +130,32 @@ class Stages:
                 }
             )
         return pd.DataFrame(rows).set_index("stage")
+
+
+_OP = re.compile(
+    r"^Operator \d+ (?P<name>[^:]+): (?P<tasks>\d+) tasks executed.* in (?P<wall>[\d.]+)s"
+)
+_TOTAL = re.compile(r"Remote (?P<kind>wall|cpu) time: .*, (?P<value>[\d.]+)(?P<unit>us|ms|s) total")
+_UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def data_ops(stats: str) -> dict[str, dict[str, float]]:
+    """Per-operator figures from ``Dataset.stats()``'s text: tasks, wall and CPU seconds.
+
+    ``wall_s`` is the operator's span ("... produced in 1.03s"); ``task_wall_s`` and ``cpu_s`` sum
+    its tasks' remote wall and CPU time. A large wall with a small CPU is waiting, not work.
+    """
+    ops: dict[str, dict[str, float]] = {}
+    current = None
+    for line in stats.splitlines():
+        line = line.strip()
+        if m := _OP.match(line):
+            current = ops.setdefault(m["name"], {"tasks": 0, "wall_s": 0.0})
+            current["tasks"] += int(m["tasks"])
+            current["wall_s"] += float(m["wall"])
+        elif current is not None and (m := _TOTAL.search(line)):
+            key = "task_wall_s" if m["kind"] == "wall" else "cpu_s"
+            current[key] = current.get(key, 0.0) + float(m["value"]) * _UNIT[m["unit"]]
+        elif line.startswith("Dataset throughput"):
+            current = None
+    return ops

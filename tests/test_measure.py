@@ -1,5 +1,6 @@
 import json
 import math
+import time
 
 import pytest
 
@@ -88,3 +89,27 @@ def test_record_and_save_echo_nothing_in_a_notebook(results_dir, fresh_params):
     assert rec["metric"] == "quiet.value" and rec._ipython_display_() is None
     path = plots.save(plots.bar({"a": 1.0}, title="t", ylabel="x"), "quiet")
     assert path.is_file() and path._ipython_display_() is None
+
+
+def test_stream_pass_times_the_first_batch_apart_from_the_rest():
+    def batches():
+        time.sleep(0.05)  # start-up before the first batch
+        for _ in range(4):
+            yield [0] * 10
+
+    s = measure.stream_pass(batches, len, label="toy")
+    assert (s.rows, s.first_rows) == (40, 10)
+    assert 0 < s.first_s < s.total_s
+    assert s.steady_rate > s.rate  # the wait counts against the whole pass only
+    passes = measure.stream_passes(batches, len, repeats=3, warmup=1)
+    assert len(passes) == 3
+    med = measure.median_stream(passes)
+    assert set(med) == {"first_s", "steady_rate", "rate", "first_share"}
+    assert med["first_s"] > 0 and 0 < med["first_share"] < 1
+    with pytest.raises(ValueError, match="repeats"):
+        measure.stream_passes(batches, len, repeats=0)
+
+
+def test_stream_pass_of_an_empty_stream():
+    s = measure.stream_pass(lambda: iter(()), len)
+    assert s.rows == 0 and s.first_s == s.total_s

@@ -80,3 +80,29 @@ def test_stages_measure_windows_and_read_the_timeline_inside_them():
     assert table.loc["data", "task_cpu_s"] == pytest.approx(1.0)
     assert table.loc["data", "busy"] == pytest.approx(0.25)
     assert table.loc["train", "busy"] == pytest.approx(0.5)
+
+
+STATS = """Operator 0 ReadFiles:
+
+Operator 1 ListFiles: 1 tasks executed, 2 blocks produced in 1.53s
+* Remote wall time: 2.28ms min, 1.52s max, 760.02ms mean, 1.52s total
+* Remote cpu time: 765.24us min, 66.86ms max, 33.81ms mean, 67.62ms total
+* Output num rows per block: 8 min, 8 max, 8 mean, 8 total
+
+Operator 2 ReadFilesParquetV2: 2 tasks executed, 2 blocks produced in 0.53s
+* Remote wall time: 316.5ms min, 477.41ms max, 396.96ms mean, 793.91ms total
+* Remote cpu time: 100.63ms min, 669.98ms max, 385.3ms mean, 770.61ms total
+
+Dataset throughput:
+	* Ray Data throughput: 96745.77 rows/s
+"""
+
+
+def test_data_ops_reads_dataset_stats():
+    ops = trace.data_ops(STATS)
+    assert set(ops) == {"ListFiles", "ReadFilesParquetV2"}
+    lf = ops["ListFiles"]
+    assert lf["tasks"] == 1 and lf["wall_s"] == pytest.approx(1.53)
+    assert lf["task_wall_s"] == pytest.approx(1.52) and lf["cpu_s"] == pytest.approx(0.06762)
+    assert ops["ReadFilesParquetV2"]["cpu_s"] == pytest.approx(0.77061)
+    assert trace.data_ops("no operators here") == {}
