@@ -35,6 +35,7 @@ _LAZY_MODULES = {
     "blog",
     "cli",
     "cluster",
+    "cpuuse",
     "data",
     "deploy",
     "device",

@@ -145,6 +145,32 @@ def median_stream(passes: list[Stream]) -> dict[str, float]:
     }
 
 
+def windowed_rate(
+    fn: Callable[[], Any],
+    items_per_call: int,
+    *,
+    warmup_s: float = 1.0,
+    window_s: float = 2.0,
+    windows: int = 4,
+) -> float:
+    """Items per second the way ``ray microbenchmark`` counts them (``ray_microbenchmark_helpers
+    .timeit``): call ``fn`` for ``warmup_s``, then count calls in ``windows`` windows of
+    ``window_s``; the median window's rate (Ray prints the mean)."""
+    if windows < 1 or window_s <= 0:
+        raise ValueError(f"need windows >= 1 and window_s > 0, got {windows}, {window_s}")
+    start = time.perf_counter()
+    while time.perf_counter() - start < warmup_s:
+        fn()
+    rates = []
+    for _ in range(windows):
+        start, calls = time.perf_counter(), 0
+        while time.perf_counter() - start < window_s:
+            fn()
+            calls += 1
+        rates.append(items_per_call * calls / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
 def speedup(baseline: Timing, candidate: Timing) -> float:
     """How many times faster ``candidate`` is than ``baseline`` (median over median; >1: faster)."""
     if candidate.median <= 0:

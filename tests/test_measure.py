@@ -113,3 +113,12 @@ def test_stream_pass_times_the_first_batch_apart_from_the_rest():
 def test_stream_pass_of_an_empty_stream():
     s = measure.stream_pass(lambda: iter(()), len)
     assert s.rows == 0 and s.first_s == s.total_s
+
+
+def test_windowed_rate_counts_calls_per_window():
+    rate = measure.windowed_rate(
+        lambda: time.sleep(0.01), 10, warmup_s=0.02, window_s=0.1, windows=2
+    )
+    assert 300 < rate <= 1000  # at most 100 calls/s of 10 items each
+    with pytest.raises(ValueError, match="windows"):
+        measure.windowed_rate(lambda: None, 1, windows=0)

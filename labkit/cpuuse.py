@@ -1,0 +1,91 @@
+"""Where the CPU went while something ran: CPU seconds per kind of process on this machine.
+
+``with cpu_by_kind() as use: ...`` snapshots every process's CPU time (user + system) before
+and after; ``use.seconds`` maps a kind (this driver, Ray's workers, the raylet, the GCS, Ray's
+other processes, everything else) to the CPU seconds it used in between, and ``use.wall_s`` is
+the wall time. Processes that start or end in between count from zero or until their last
+snapshot; a process that both starts and ends in between is missed (say so when it matters).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import psutil
+
+KINDS = ("driver", "Ray workers", "raylet", "GCS", "other Ray", "other")
+
+
+def kind_of(pid: int, name: str, cmdline: list[str]) -> str:
+    """The kind of a process, from its PID, name and command line."""
+    line = " ".join(cmdline)
+    if pid == os.getpid():
+        return "driver"
+    if name == "raylet":
+        return "raylet"
+    if name == "gcs_server":
+        return "GCS"
+    title = name if name.startswith("ray::") else line.split(" ")[0]
+    if title.startswith("ray::"):  # a worker's title: ray::IDLE, ray::spin, ray::Actor.method
+        return "other Ray" if title.endswith("Agent") else "Ray workers"
+    if "default_worker.py" in line:
+        return "Ray workers"
+    if "/ray/" in line or name.startswith("ray-"):
+        return "other Ray"  # dashboard, its heads, monitor, log monitor
+    return "other"
+
+
+def _snapshot() -> dict[tuple[int, float], tuple[str, float]]:
+    out = {}
+    for proc in psutil.process_iter(["pid", "name", "cmdline", "create_time", "cpu_times"]):
+        info = proc.info
+        times = info.get("cpu_times")
+        if times is None:
+            continue
+        kind = kind_of(info["pid"], info.get("name") or "", info.get("cmdline") or [])
+        out[(info["pid"], info.get("create_time") or 0.0)] = (kind, times.user + times.system)
+    return out
+
+
+@dataclass
+class CpuUse:
+    """CPU seconds per kind of process over a stretch of wall time."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    wall_s: float = 0.0
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    @property
+    def idle_s(self) -> float:
+        """CPU seconds nobody used: the machine's capacity less what every process used."""
+        return max(0.0, self.wall_s * self.cpus - sum(self.seconds.values()))
+
+    def shares(self) -> dict[str, float]:
+        """Each kind's share of the machine's capacity (``wall_s * cpus``), idle included."""
+        capacity = self.wall_s * self.cpus
+        if capacity <= 0:
+            return {}
+        out = {k: v / capacity for k, v in self.seconds.items()}
+        out["idle"] = self.idle_s / capacity
+        return out
+
+
+@contextmanager
+def cpu_by_kind() -> Iterator[CpuUse]:
+    """Measure CPU seconds per kind of process while the ``with`` body runs."""
+    use = CpuUse()
+    before = _snapshot()
+    start = time.perf_counter()
+    try:
+        yield use
+    finally:
+        use.wall_s = time.perf_counter() - start
+        after = _snapshot()
+        totals = dict.fromkeys(KINDS, 0.0)
+        for key, (kind, cpu) in after.items():
+            totals[kind] += max(0.0, cpu - before.get(key, (kind, 0.0))[1])
+        use.seconds = totals
