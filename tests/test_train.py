@@ -177,3 +177,53 @@ def test_plain_ddp_fails_fast_when_a_rank_dies():
     x, y = _data()
     with pytest.raises(RuntimeError, match="exited with code"):
         lt.plain_ddp(CFG.with_(n_features=9), x, y, world=2)  # 9 features vs data's 8: a crash
+
+
+def test_steady_loop_rows_per_s_takes_out_the_first_batch_wait():
+    epochs = [
+        {"rows": 100, "seconds": 10.0, "first_batch_wait_s": 9.0},  # warm-up epoch: skipped
+        {"rows": 100, "seconds": 2.0, "first_batch_wait_s": 1.0},
+        {"rows": 100, "seconds": 1.5, "first_batch_wait_s": 0.5},
+        {"rows": 100, "seconds": 3.0, "first_batch_wait_s": 0.5},
+    ]
+    assert lt.steady_loop_rows_per_s(epochs) == 100.0  # median of 100, 100 and 40 rows/s
+    assert lt.steady_loop_rows_per_s(epochs[:1]) == 100.0
+    with pytest.raises(ValueError):
+        lt.steady_loop_rows_per_s([])
+    assert lt.TrainConfig(**{**asdict(CFG), "materialize_shard": True}).materialize_shard
+
+
+def test_compute_rows_per_s_takes_out_every_wait():
+    epochs = [
+        {"rows": 100, "seconds": 9.0, "data_wait_s": 8.0},
+        {"rows": 100, "seconds": 3.0, "data_wait_s": 2.0},
+    ]
+    assert lt.compute_rows_per_s(epochs) == 100.0
+    assert lt.compute_rows_per_s(epochs, skip_first=False) == 100.0
+
+
+def test_thread_cpu_s_splits_this_thread_from_the_others():
+    import threading
+    import time
+
+    from labkit import wait_until
+
+    done = threading.Event()
+
+    def burn(then=None):
+        end = time.thread_time() + 0.2
+        while time.thread_time() < end:
+            pass
+        if then:
+            then.wait(10)  # stay alive until read: an ended thread drops out of the sum
+
+    before = lt.thread_cpu_s()
+    t = threading.Thread(target=burn, args=(done,))
+    t.start()
+    burn()
+    wait_until(lambda: lt.thread_cpu_s()["other"] - before["other"] >= 0.15, 10, interval=0.01)
+    after = lt.thread_cpu_s()
+    done.set()
+    t.join()
+    assert after["loop"] - before["loop"] >= 0.15
+    assert after["other"] - before["other"] >= 0.1
