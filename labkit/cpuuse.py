@@ -58,32 +58,40 @@ class CpuUse:
     seconds: dict[str, float] = field(default_factory=dict)
     wall_s: float = 0.0
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
+    stolen_s: float = 0.0  # CPU time the hypervisor gave to other machines (Linux "steal")
 
     @property
     def idle_s(self) -> float:
-        """CPU seconds nobody used: the machine's capacity less what every process used."""
-        return max(0.0, self.wall_s * self.cpus - sum(self.seconds.values()))
+        """CPU seconds nobody here used: the capacity less every process's use and the steal."""
+        used = sum(self.seconds.values()) + self.stolen_s
+        return max(0.0, self.wall_s * self.cpus - used)
 
     def shares(self) -> dict[str, float]:
-        """Each kind's share of the machine's capacity (``wall_s * cpus``), idle included."""
+        """Each kind's share of the machine's capacity (``wall_s * cpus``), steal and idle too."""
         capacity = self.wall_s * self.cpus
         if capacity <= 0:
             return {}
         out = {k: v / capacity for k, v in self.seconds.items()}
+        out["stolen"] = self.stolen_s / capacity
         out["idle"] = self.idle_s / capacity
         return out
+
+
+def _steal() -> float:
+    return float(getattr(psutil.cpu_times(), "steal", 0.0))
 
 
 @contextmanager
 def cpu_by_kind() -> Iterator[CpuUse]:
     """Measure CPU seconds per kind of process while the ``with`` body runs."""
     use = CpuUse()
-    before = _snapshot()
+    before, steal = _snapshot(), _steal()
     start = time.perf_counter()
     try:
         yield use
     finally:
         use.wall_s = time.perf_counter() - start
+        use.stolen_s = max(0.0, _steal() - steal)
         after = _snapshot()
         totals = dict.fromkeys(KINDS, 0.0)
         for key, (kind, cpu) in after.items():

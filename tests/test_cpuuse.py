@@ -51,4 +51,5 @@ def test_cpu_by_kind_sees_this_process_busy():
     assert set(use.seconds) == set(cpuuse.KINDS)
     assert use.seconds["driver"] >= 0.15 and use.wall_s >= 0.15
     shares = use.shares()
+    assert {"stolen", "idle"} <= set(shares) and use.stolen_s >= 0
     assert abs(sum(shares.values()) - 1) < 0.05 or use.idle_s == 0
