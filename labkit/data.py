@@ -142,6 +142,12 @@ def column_to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False)
 
 
+def numpy_columns(table: pa.Table) -> dict[str, np.ndarray]:
+    """Every column as numpy (a fixed-size list as 2-D): returned from ``map_batches``, a 2-D
+    array becomes Ray Data's tensor column, which reads back as one array per batch."""
+    return {name: column_to_numpy(table.column(name)) for name in table.column_names}
+
+
 def read_xy(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
     """Read a cached ``x``/``y`` parquet file (or folder of shards) back into numpy arrays."""
     table = pq.read_table(path)

@@ -12,7 +12,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -318,33 +318,50 @@ def plain_ddp(
     return [results[r] for r in range(world)]
 
 
-def steady_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
-    """Median training throughput over epochs, skipping the first (warm-up) when there are more."""
+def _steady_epochs(epoch_stats: list[dict[str, float]], skip_first: bool) -> list[dict[str, float]]:
+    """The epochs to measure: all but the first (warm-up) when there are more."""
     use = epoch_stats[1:] if skip_first and len(epoch_stats) > 1 else epoch_stats
     if not use:
         raise ValueError("no epochs to measure")
-    rates = sorted(e["rows_per_s"] for e in use)
+    return use
+
+
+def _median_rate(epoch_stats, skip_first: bool, rate: Callable[[dict[str, float]], float]) -> float:
+    rates = sorted(rate(e) for e in _steady_epochs(epoch_stats, skip_first))
     return rates[len(rates) // 2]
+
+
+def steady_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
+    """Median training throughput over epochs, skipping the first (warm-up) when there are more."""
+    return _median_rate(epoch_stats, skip_first, lambda e: e["rows_per_s"])
 
 
 def steady_loop_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
     """Median throughput of the loop with each epoch's first-batch wait taken out: the training
     itself, what plain DDP over tensors in memory and Ray Train over a shard can be compared on."""
-    use = epoch_stats[1:] if skip_first and len(epoch_stats) > 1 else epoch_stats
-    if not use:
-        raise ValueError("no epochs to measure")
-    rates = sorted(e["rows"] / (e["seconds"] - e["first_batch_wait_s"]) for e in use)
-    return rates[len(rates) // 2]
+    return _median_rate(
+        epoch_stats, skip_first, lambda e: e["rows"] / (e["seconds"] - e["first_batch_wait_s"])
+    )
 
 
 def compute_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
     """Median throughput of the loop's compute alone (every wait for data taken out): where two
     setups differ here, the difference is in the training steps, not in the data feed."""
-    use = epoch_stats[1:] if skip_first and len(epoch_stats) > 1 else epoch_stats
-    if not use:
-        raise ValueError("no epochs to measure")
-    rates = sorted(e["rows"] / (e["seconds"] - e["data_wait_s"]) for e in use)
-    return rates[len(rates) // 2]
+    return _median_rate(
+        epoch_stats, skip_first, lambda e: e["rows"] / (e["seconds"] - e["data_wait_s"])
+    )
+
+
+def cpu_shares(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> dict[str, float]:
+    """CPU seconds per second of compute over the steady epochs, from :func:`run_epoch`'s stats:
+    ``loop`` (the loop's thread; below 1 it waited for a core) and ``other`` (the process's other
+    threads, working beside it)."""
+    use = _steady_epochs(epoch_stats, skip_first)
+    compute_s = sum(e["seconds"] - e["data_wait_s"] for e in use)
+    return {
+        "loop": sum(e["loop_thread_cpu_s"] for e in use) / compute_s,
+        "other": sum(e["other_threads_cpu_s"] for e in use) / compute_s,
+    }
 
 
 def wait_fractions(epoch_stats: list[dict[str, float]]) -> dict[str, float]:

@@ -100,3 +100,12 @@ def test_shards_split_and_read_back(cache):
     mtime = files[0].stat().st_mtime_ns
     assert data.classification_shards(1000, n_files=4, n_features=6, seed=1) == folder
     assert files[0].stat().st_mtime_ns == mtime  # cached, not rewritten
+
+
+def test_numpy_columns_turns_a_fixed_size_list_into_2d():
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    y = np.arange(4)
+    cols = data.numpy_columns(data.to_table({"x": x, "y": y}))
+    assert list(cols) == ["x", "y"]
+    np.testing.assert_array_equal(cols["x"], x)
+    np.testing.assert_array_equal(cols["y"], y)

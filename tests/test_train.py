@@ -227,3 +227,14 @@ def test_thread_cpu_s_splits_this_thread_from_the_others():
     t.join()
     assert after["loop"] - before["loop"] >= 0.15
     assert after["other"] - before["other"] >= 0.1
+
+
+def test_cpu_shares_per_second_of_compute():
+    epochs = [
+        {"seconds": 9.0, "data_wait_s": 8.0, "loop_thread_cpu_s": 0.1, "other_threads_cpu_s": 0.0},
+        {"seconds": 3.0, "data_wait_s": 1.0, "loop_thread_cpu_s": 1.0, "other_threads_cpu_s": 0.2},
+        {"seconds": 2.0, "data_wait_s": 0.0, "loop_thread_cpu_s": 2.0, "other_threads_cpu_s": 0.2},
+    ]
+    assert lt.cpu_shares(epochs) == {"loop": 0.75, "other": 0.1}
+    with pytest.raises(ValueError):
+        lt.cpu_shares([])
