@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -47,8 +46,9 @@ class TrainConfig:
     fail_at_epoch: int | None = None
     fail_rank: int = 0
     fail_after_batches: int = 1
-    # Materialize this worker's shard once, so later epochs start from blocks already there.
-    materialize_shard: bool = False
+    # Keep this worker's shard as tensors once the first epoch has read it (a shard that fits in
+    # the worker's memory): later epochs replay those batches and Ray Data does no more work.
+    keep_shard: bool = False
 
     def with_(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` (checked like the constructor)."""
@@ -111,7 +111,7 @@ def run_epoch(
     """One pass of training: rows, seconds, seconds waiting for data (and the first batch), loss."""
     model.train()
     rows, loss_sum, wait_s, first_wait_s = 0, 0.0, 0.0, None
-    cpu_before = thread_cpu_s()
+    cpu_before, idle_before = thread_cpu_s(), machine_idle_s()
     start = time.perf_counter()
     it = iter(batches)
     while True:
@@ -136,7 +136,7 @@ def run_epoch(
         rows += len(y)
         loss_sum += loss.item() * len(y)
     seconds = time.perf_counter() - start
-    cpu_after = thread_cpu_s()
+    cpu_after, idle_after = thread_cpu_s(), machine_idle_s()
     return {
         "rows": rows,
         "seconds": seconds,
@@ -148,22 +148,35 @@ def run_epoch(
         # (a data pipeline's prefetch threads, gloo's, ...)
         "loop_thread_cpu_s": cpu_after["loop"] - cpu_before["loop"],
         "other_threads_cpu_s": cpu_after["other"] - cpu_before["other"],
+        # CPU seconds that no process on the machine used (all CPUs together)
+        "machine_idle_s": idle_after - idle_before,
+        "machine_cpus": os.cpu_count() or 1,
     }
 
 
 def thread_cpu_s() -> dict[str, float]:
     """CPU seconds (user + system) of this thread and of the process's other threads, so far.
-    A thread that ended in between drops out of ``other``: read the figure as a lower bound."""
+
+    From the kernel's per-thread and per-process clocks (``time.thread_time``,
+    ``time.process_time``): nanosecond resolution, and threads that have ended still count in
+    ``other`` (a data iterator's prefetch threads end with its epoch)."""
+    loop = time.thread_time()
+    return {"loop": loop, "other": time.process_time() - loop}
+
+
+def machine_idle_s() -> float:
+    """CPU seconds the whole machine has been idle (all CPUs, idle + I/O wait), from the kernel."""
     import psutil
 
-    me = threading.get_native_id()
-    loop = other = 0.0
-    for t in psutil.Process().threads():
-        if t.id == me:
-            loop += t.user_time + t.system_time
-        else:
-            other += t.user_time + t.system_time
-    return {"loop": loop, "other": other}
+    times = psutil.cpu_times()
+    return times.idle + getattr(times, "iowait", 0.0)
+
+
+def keep(batches: Iterable, kept: list) -> Iterator:
+    """Yield ``batches``, appending each to ``kept``: read a shard once, replay it later."""
+    for batch in batches:
+        kept.append(batch)
+        yield batch
 
 
 def tensor_batches(
@@ -353,14 +366,17 @@ def compute_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = T
 
 
 def cpu_shares(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> dict[str, float]:
-    """CPU seconds per second of compute over the steady epochs, from :func:`run_epoch`'s stats:
-    ``loop`` (the loop's thread; below 1 it waited for a core) and ``other`` (the process's other
-    threads, working beside it)."""
+    """CPU use over the steady epochs, from :func:`run_epoch`'s stats: ``loop`` (the loop's
+    thread) and ``other`` (the process's other threads) in CPU seconds per second of compute
+    (``loop`` below 1: the thread waited, for a core or for something else), and
+    ``machine_idle``: the share of the machine's CPU time that nobody used during the epochs."""
     use = _steady_epochs(epoch_stats, skip_first)
     compute_s = sum(e["seconds"] - e["data_wait_s"] for e in use)
+    capacity = sum(e["seconds"] * e.get("machine_cpus", 1) for e in use)
     return {
         "loop": sum(e["loop_thread_cpu_s"] for e in use) / compute_s,
         "other": sum(e["other_threads_cpu_s"] for e in use) / compute_s,
+        "machine_idle": sum(e.get("machine_idle_s", 0.0) for e in use) / capacity,
     }
 
 
