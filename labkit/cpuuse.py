@@ -97,3 +97,24 @@ def cpu_by_kind() -> Iterator[CpuUse]:
         for key, (kind, cpu) in after.items():
             totals[kind] += max(0.0, cpu - before.get(key, (kind, 0.0))[1])
         use.seconds = totals
+
+
+def wait_quiet(
+    kinds: tuple[str, ...] = ("Ray workers",),
+    below: float = 0.03,
+    window_s: float = 0.5,
+    timeout_s: float = 20.0,
+) -> tuple[float, float]:
+    """Wait until the processes of ``kinds`` together use less than ``below`` of the machine's
+    CPU over a ``window_s`` window: before a baseline is timed, so that what Ray is still doing
+    after the last job (a worker group torn down, its pool of idle workers refilled) does not
+    slow the baseline down. Returns (seconds waited, their share in the last window); after
+    ``timeout_s`` it stops waiting and returns what it saw, so a caller can say so."""
+    start = time.perf_counter()
+    while True:
+        with cpu_by_kind() as use:
+            time.sleep(window_s)
+        share = sum(use.seconds.get(k, 0.0) for k in kinds) / (use.wall_s * use.cpus)
+        waited = time.perf_counter() - start
+        if share < below or waited >= timeout_s:
+            return waited, share

@@ -357,6 +357,16 @@ def steady_loop_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool
     )
 
 
+def steady_loop_spread(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
+    """How much the epochs' steady-loop rates varied: (fastest - slowest) / median. Two setups
+    whose medians differ by less than this are within the run's own noise."""
+    rates = sorted(
+        e["rows"] / (e["seconds"] - e["first_batch_wait_s"])
+        for e in _steady_epochs(epoch_stats, skip_first)
+    )
+    return (rates[-1] - rates[0]) / rates[len(rates) // 2]
+
+
 def compute_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
     """Median throughput of the loop's compute alone (every wait for data taken out): where two
     setups differ here, the difference is in the training steps, not in the data feed."""

@@ -53,3 +53,37 @@ def test_cpu_by_kind_sees_this_process_busy():
     shares = use.shares()
     assert {"stolen", "idle"} <= set(shares) and use.stolen_s >= 0
     assert abs(sum(shares.values()) - 1) < 0.05 or use.idle_s == 0
+
+
+def _busy_worker(seconds: float):
+    """A process that kind_of reads as a Ray worker (its command line names default_worker.py)
+    and spins for ``seconds``."""
+    import subprocess
+    import sys
+
+    spin = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"
+    return subprocess.Popen([sys.executable, "-c", spin, "default_worker.py"])
+
+
+def test_wait_quiet_waits_for_busy_workers_to_finish():
+    proc = _busy_worker(1.5)
+    try:
+        time.sleep(0.2)  # it is running
+        waited, share = cpuuse.wait_quiet(below=0.03, window_s=0.3, timeout_s=20)
+        assert proc.poll() is not None  # it only returned once the spinner was done
+        assert waited >= 1.0 and share < 0.03
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_wait_quiet_gives_up_after_its_timeout_and_says_what_it_saw():
+    proc = _busy_worker(10)
+    try:
+        time.sleep(0.2)
+        waited, share = cpuuse.wait_quiet(below=0.03, window_s=0.3, timeout_s=1.0)
+        assert proc.poll() is None  # still spinning
+        assert 1.0 <= waited < 5 and share >= 0.03
+    finally:
+        proc.kill()
+        proc.wait()

@@ -203,6 +203,17 @@ def test_keep_yields_every_batch_and_keeps_it():
     assert kept == [0, 1, 2, 3, 4]
 
 
+def test_steady_loop_spread_is_range_over_median():
+    epochs = [
+        {"rows": 100, "seconds": 9.0, "first_batch_wait_s": 0.0},  # warm-up: skipped
+        {"rows": 100, "seconds": 1.0, "first_batch_wait_s": 0.0},  # 100 rows/s
+        {"rows": 100, "seconds": 1.0, "first_batch_wait_s": 0.5},  # 200 rows/s
+        {"rows": 100, "seconds": 1.0, "first_batch_wait_s": 0.75},  # 400 rows/s
+    ]
+    assert lt.steady_loop_spread(epochs) == (400 - 100) / 200
+    assert lt.steady_loop_spread(epochs[:2]) == 0.0
+
+
 def test_compute_rows_per_s_takes_out_every_wait():
     epochs = [
         {"rows": 100, "seconds": 9.0, "data_wait_s": 8.0},
