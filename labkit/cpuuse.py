@@ -81,6 +81,12 @@ def _steal() -> float:
     return float(getattr(psutil.cpu_times(), "steal", 0.0))
 
 
+def machine_idle_s() -> float:
+    """CPU seconds the whole machine has been idle so far (all CPUs, idle + I/O wait)."""
+    times = psutil.cpu_times()
+    return times.idle + getattr(times, "iowait", 0.0)
+
+
 @contextmanager
 def cpu_by_kind() -> Iterator[CpuUse]:
     """Measure CPU seconds per kind of process while the ``with`` body runs."""
@@ -114,7 +120,7 @@ def wait_quiet(
     while True:
         with cpu_by_kind() as use:
             time.sleep(window_s)
-        share = sum(use.seconds.get(k, 0.0) for k in kinds) / (use.wall_s * use.cpus)
+        share = sum(use.shares().get(k, 0.0) for k in kinds)
         waited = time.perf_counter() - start
         if share < below or waited >= timeout_s:
             return waited, share

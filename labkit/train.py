@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from labkit import cpuuse
 from labkit.models import MLP
 from labkit.params import seed_everything
 
@@ -111,7 +112,7 @@ def run_epoch(
     """One pass of training: rows, seconds, seconds waiting for data (and the first batch), loss."""
     model.train()
     rows, loss_sum, wait_s, first_wait_s = 0, 0.0, 0.0, None
-    cpu_before, idle_before = thread_cpu_s(), machine_idle_s()
+    cpu_before, idle_before = thread_cpu_s(), cpuuse.machine_idle_s()
     start = time.perf_counter()
     it = iter(batches)
     while True:
@@ -136,7 +137,7 @@ def run_epoch(
         rows += len(y)
         loss_sum += loss.item() * len(y)
     seconds = time.perf_counter() - start
-    cpu_after, idle_after = thread_cpu_s(), machine_idle_s()
+    cpu_after, idle_after = thread_cpu_s(), cpuuse.machine_idle_s()
     return {
         "rows": rows,
         "seconds": seconds,
@@ -162,14 +163,6 @@ def thread_cpu_s() -> dict[str, float]:
     ``other`` (a data iterator's prefetch threads end with its epoch)."""
     loop = time.thread_time()
     return {"loop": loop, "other": time.process_time() - loop}
-
-
-def machine_idle_s() -> float:
-    """CPU seconds the whole machine has been idle (all CPUs, idle + I/O wait), from the kernel."""
-    import psutil
-
-    times = psutil.cpu_times()
-    return times.idle + getattr(times, "iowait", 0.0)
 
 
 def keep(batches: Iterable, kept: list) -> Iterator:
@@ -344,6 +337,11 @@ def _median_rate(epoch_stats, skip_first: bool, rate: Callable[[dict[str, float]
     return rates[len(rates) // 2]
 
 
+def _steady_loop_rate(e: dict[str, float]) -> float:
+    """One epoch's rows per second with its first-batch wait taken out."""
+    return e["rows"] / (e["seconds"] - e["first_batch_wait_s"])
+
+
 def steady_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
     """Median training throughput over epochs, skipping the first (warm-up) when there are more."""
     return _median_rate(epoch_stats, skip_first, lambda e: e["rows_per_s"])
@@ -352,18 +350,13 @@ def steady_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = Tr
 def steady_loop_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
     """Median throughput of the loop with each epoch's first-batch wait taken out: the training
     itself, what plain DDP over tensors in memory and Ray Train over a shard can be compared on."""
-    return _median_rate(
-        epoch_stats, skip_first, lambda e: e["rows"] / (e["seconds"] - e["first_batch_wait_s"])
-    )
+    return _median_rate(epoch_stats, skip_first, _steady_loop_rate)
 
 
 def steady_loop_spread(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
     """How much the epochs' steady-loop rates varied: (fastest - slowest) / median. Two setups
     whose medians differ by less than this are within the run's own noise."""
-    rates = sorted(
-        e["rows"] / (e["seconds"] - e["first_batch_wait_s"])
-        for e in _steady_epochs(epoch_stats, skip_first)
-    )
+    rates = sorted(_steady_loop_rate(e) for e in _steady_epochs(epoch_stats, skip_first))
     return (rates[-1] - rates[0]) / rates[len(rates) // 2]
 
 
