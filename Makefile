@@ -54,7 +54,7 @@ lab: install tools
 
 test: install tools
 	@test -n "$(NOTEBOOKS)" || { echo "no notebook matches NB=$(NB)"; exit 2; }
-	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
+	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
 	  $(PY) -m pytest tests --nbmake $(NOTEBOOKS) --nbmake-timeout=$(CELL_TIMEOUT) \
 	  --durations=0 --durations-min=1.0
 
@@ -64,13 +64,13 @@ exercises: install
 
 # Every learner copy executed: each must stop at its first check with "... is not set yet".
 test-exercises: install tools
-	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-exercises RAY_ADDRESS= \
+	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test-exercises RAY_ADDRESS= \
 	  $(VENV)/bin/labkit exercises --run $(NB)
 
 # Run All twice in one kernel (the first time without teardown), as a learner re-runs a lesson.
 RERUN ?= 05 07 08 09
 test-rerun: install
-	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= \
+	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= \
 	  $(VENV)/bin/labkit rerun $(RERUN)
 
 run: install

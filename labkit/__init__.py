@@ -11,7 +11,7 @@ import importlib
 from typing import Any
 
 from labkit.checks import expect_error, wait_until
-from labkit.measure import compare, record, speedup, timeit
+from labkit.measure import compare, record, speedup, timeit, verdict
 from labkit.params import ParameterError, Params, setup
 
 __version__ = "0.1.0"
@@ -26,6 +26,7 @@ __all__ = [
     "start_session",
     "stop_session",
     "timeit",
+    "verdict",
     "wait_until",
 ]
 
@@ -42,6 +43,7 @@ _LAZY_MODULES = {
     "doctor",
     "exercises",
     "gpucheck",
+    "hostile",
     "lifecycle",
     "loaders",
     "loadgen",

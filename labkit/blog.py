@@ -11,9 +11,16 @@ and the cells after it prove that status before the next entry opens (or ``ledge
   exist`` or is ``deprecated`` has had its blog form fail in a ``blog-error`` cell
   (``labkit.expect_error``, whose catches this module reads from ``checks.CAUGHT``);
 * an entry that ``works`` has seen no blog error;
-* every entry has passed at least one ``e.check(condition, evidence)``: what runs instead, what
-  was measured, or what the installed source says. A claim in plain words that ``does not
-  exist`` is proved by its checks alone.
+* every entry has passed at least one ``e.check(condition, evidence)`` (behaviour that must
+  hold: what runs instead, or what the installed source says), or had its verdict chosen by the
+  run with ``e.decide(...)`` (a quantitative claim: the run's numbers against the post's
+  figure; it never raises), or, for a claim that cannot be checked, an ``e.note(...)`` that shows
+  the arithmetic. A claim in plain words that ``does not exist`` is proved by its checks alone.
+
+The verdict words are defined in ``STYLE.md``. An entry's ``verdict=`` literal starts with one of
+:data:`VERDICTS`; ``"by the run: ..."`` says which numbers decide, and ``e.decide`` prints and
+records the word the run chose (``blog.verdict_<name>``); :meth:`Ledger.run_verdicts` gathers
+them for the table at the end of the lesson.
 
 The summary table at the top of the notebook is rendered by :func:`table` from the entries. The
 same rows come from the notebook's source (:func:`entries_in`, no run needed) and from the run
@@ -35,8 +42,19 @@ from labkit.params import repo_root
 STATUSES = ("works", "deprecated", "raises", "does not exist", "misleading", "not checkable")
 #: Statuses whose blog form must fail in a ``blog-error`` cell (a warning counts for deprecated).
 FAILING = ("deprecated", "raises", "does not exist")
-#: How a quantitative claim ends: the first word of ``verdict=``.
-VERDICTS = ("reproduced", "explained", "not checkable")
+#: How a quantitative claim ends: the words before the colon of ``verdict=`` (STYLE.md defines
+#: each). ``by the run`` leaves the choice between the first two to :meth:`Entry.decide`.
+VERDICTS = (
+    "reproduced",
+    "contradicted",
+    "measured at another scale",
+    "mechanism shown",
+    "not checkable",
+    "by the run",
+)
+RUN = "by the run"
+#: What a check may not be: conditions that cannot fail (see :func:`weak_checks`).
+WEAK = ("> 0", "isinstance(...)", "len(...) == N", "arithmetic on constants")
 BEGIN, END = "<!-- ledger: begin -->", "<!-- ledger: end -->"
 SECTION = re.compile(r"^S([02]) §(\d+(?:\.\d+)*)$")
 NOTEBOOK = "12_from_the_blog_to_ray_2_60.ipynb"
@@ -63,6 +81,8 @@ class Entry:
     number: int = 0
     evidence: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    outcome: str = ""  # the word e.decide chose: reproduced or contradicted
     _caught_at: int = 0
 
     def __post_init__(self) -> None:
@@ -81,12 +101,46 @@ class Entry:
         self.evidence.append(evidence)
         print(f"#{self.number} {self.section}: {evidence}")
 
+    def note(self, text: str) -> None:
+        """Show arithmetic on the post's own figures for a claim that is ``not checkable``."""
+        if not self.verdict.startswith("not checkable"):
+            raise ValueError(f"#{self.number}: note() is for 'not checkable' verdicts; check it")
+        self.notes.append(text)
+        print(f"#{self.number} {self.section}: {text}")
+
+    def decide(self, name: str, holds: object, *, reproduced: str, contradicted: str,
+               **values: object) -> str:
+        """Let the run's numbers choose the verdict of a quantitative claim; print and record it.
+
+        ``holds``: whether the run agrees with the post's figure. The sentence for each side is a
+        template over ``values`` (:func:`labkit.measure.verdict`); the record is
+        ``blog.verdict_<name>``, 1.0 for reproduced. Never raises on the outcome.
+        """
+        from labkit.measure import verdict
+
+        if not self.verdict.startswith(RUN):
+            raise ValueError(f"#{self.number}: decide() needs verdict='{RUN}: ...' in the entry")
+        head = f"#{self.number} {self.section}: {{outcome}}: "
+        held = verdict(
+            f"blog.verdict_{name}",
+            holds,
+            yes=head.format(outcome="reproduced") + reproduced,
+            no=head.format(outcome="contradicted") + contradicted,
+            entry=self.number,
+            **values,
+        )
+        self.outcome = "reproduced" if held else "contradicted"
+        self.evidence.append(f"{self.outcome} ({name})")
+        return self.outcome
+
     def problems(self) -> list[str]:
         """What this entry still lacks before its status is proved by what ran."""
         caught = checks.CAUGHT[self._caught_at :]
         self.failures = list(caught)
         out = []
-        if not self.evidence:
+        if self.verdict.startswith(RUN) and not self.outcome:
+            out.append(f"verdict '{RUN}' but no e.decide(...) chose it")
+        if not self.evidence and not self.notes:
             out.append("no check passed (call entry.check)")
         if self.status in FAILING and "`" in self.what and not caught:
             out.append(f"status {self.status!r} but no blog-error cell caught the blog's form")
@@ -156,6 +210,14 @@ class Ledger:
             last = self.entries[-1]
             raise AssertionError(f"#{last.number} {last.section} {last.what}: {'; '.join(missing)}")
 
+    def run_verdicts(self) -> str:
+        """The verdicts this run chose (``e.decide``), as a markdown table, in entry order."""
+        rows = ["| # | post | entry | the run's verdict |", "|---|---|---|---|"]
+        for e in self.entries:
+            if e.outcome:
+                rows.append(f"| {e.number} | {e.section} | {_cell(e.what)} | {e.outcome} |")
+        return "\n".join(rows)
+
     def finish(self, notebook: str | Path | None = None) -> dict[str, int]:
         """Prove the last entry, compare the run's table with the notebook's; counts by status."""
         self._close_last()
@@ -222,3 +284,98 @@ def sync_table(path: str | Path | None = None, write: bool = False) -> bool:
             nbformat.write(nb, path)
             return True
     raise ValueError(f"{path.name} has no {BEGIN} ... {END} markdown cell")
+
+
+def _is_constant(node: ast.AST, assigned: dict[str, ast.AST], depth: int = 0) -> bool:
+    """Whether ``node`` is built from literals alone (names assigned literals included)."""
+    if depth > 20:
+        return False
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in assigned and _is_constant(assigned[node.id], assigned, depth + 1)
+    if isinstance(node, ast.Call):  # round(3.2 / 1.8, 2), abs(...), min(...)
+        pure = isinstance(node.func, ast.Name) and node.func.id in ("round", "abs", "min", "max")
+        return pure and all(_is_constant(a, assigned, depth + 1) for a in node.args)
+    children = list(ast.iter_child_nodes(node))
+    simple = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Tuple)
+    return isinstance(node, simple) and all(
+        _is_constant(c, assigned, depth + 1)
+        for c in children
+        if not isinstance(c, ast.operator | ast.unaryop | ast.cmpop | ast.boolop | ast.expr_context)
+    )
+
+
+def _weak(condition: ast.AST, assigned: dict[str, ast.AST]) -> str:
+    """The :data:`WEAK` rule a check's condition breaks ('' if none)."""
+    if _is_constant(condition, assigned):
+        return WEAK[3]
+    for node in ast.walk(condition):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance":
+            return WEAK[1]
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        for op, left, right in zip(node.ops, sides, sides[1:]):
+            zero = (
+                (isinstance(op, ast.Gt | ast.GtE) and _zero(right))
+                or (isinstance(op, ast.Lt | ast.LtE) and _zero(left))
+            )
+            if zero:
+                return WEAK[0]
+            lengths = isinstance(op, ast.Eq) and any(
+                _built_here(a, assigned) and isinstance(b, ast.Constant)
+                for a, b in ((left, right), (right, left))
+            )
+            if lengths:
+                return WEAK[2]
+    return ""
+
+
+_DISPLAYS = (ast.List, ast.Dict, ast.Set, ast.Tuple, ast.ListComp, ast.DictComp, ast.SetComp)
+
+
+def _built_here(node: ast.AST, assigned: dict[str, ast.AST]) -> bool:
+    """``len(name)`` of a container the cell built itself (a display, a comprehension, or
+    ``ray.get`` of one): its length is the cell's own choice, not Ray's behaviour."""
+    if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "len" and node.args):
+        return False
+    arg = node.args[0]
+    value = assigned.get(arg.id) if isinstance(arg, ast.Name) else None
+    if isinstance(value, ast.Call) and getattr(value.func, "attr", "") == "get" and value.args:
+        value = value.args[0]  # ray.get([...]) returns as many results as refs
+    return isinstance(value, _DISPLAYS)
+
+
+def _zero(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0
+
+
+def weak_checks(path: str | Path | None = None) -> list[str]:
+    """Each ``e.check(condition, ...)`` in the notebook whose condition cannot fail: ``> 0``,
+    ``isinstance``, ``len(...) == N`` or arithmetic on constants (:data:`WEAK`), as
+    ``"cell N: rule: condition"``. Lesson 12's test requires none."""
+    out = []
+    path = Path(path) if path else repo_root() / "notebooks" / NOTEBOOK
+    for i, cell in enumerate(_cells(path)):
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(
+            "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
+        )
+        tree = ast.parse(source)
+        targets = [
+            (t.id, node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        ]
+        names = [name for name, _ in targets]  # a name set twice (try/except) is not a literal
+        assigned = {name: value for name, value in targets if names.count(name) == 1}
+        for node in ast.walk(tree):
+            func = getattr(node, "func", None)
+            if isinstance(func, ast.Attribute) and func.attr == "check" and node.args:
+                if rule := _weak(node.args[0], assigned):
+                    out.append(f"cell {i}: {rule}: {ast.unparse(node.args[0])}")
+    return out

@@ -279,3 +279,41 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "item"):  # numpy / torch scalars
         return obj.item()
     return str(obj)
+
+
+#: Sentences that replace a verdict's English template, by message key (``"<metric>:<side>"``).
+#: Empty today: a translation (issue 26) fills it, and the run's numbers stay the same.
+MESSAGES: dict[str, str] = {}
+_SIDES = {True: "yes", False: "no"}
+
+
+def verdict(
+    metric: str, holds: object, *, yes: str, no: str, unit: str = "bool", **values: Any
+) -> bool:
+    """Print one sentence about this run, chosen by the run's numbers, and record it.
+
+    ``metric`` names the verdict like a figure (``"tasks.verdict_faster_100ms"``: the part after
+    the topic starts with ``verdict_``); ``holds`` is the condition read from the run; ``yes`` and
+    ``no`` are templates with named fields filled from ``values``, and exactly one of them is
+    printed. The record is 1.0 when the verdict holds and 0.0 when not, with the message key
+    (``"<metric>:yes"`` or ``":no"``) and the values in its context, so a sweep shows how often a
+    verdict flips between runs and machines. Returns whether it held.
+    """
+    topic, _, name = metric.partition(".")
+    if not name.startswith("verdict_"):
+        raise ValueError(f"{metric!r}: name a verdict 'topic.verdict_<what>'")
+    side = _SIDES[bool(holds)]
+    key = f"{metric}:{side}"
+    template = MESSAGES.get(key, yes if holds else no)
+    try:
+        line = template.format(**values)
+    except KeyError as missing:
+        raise ValueError(f"{key}: the template names {missing}, which was not given") from None
+    for other in (yes, no):  # a typo in the side not taken must not wait for another run
+        try:
+            other.format(**values)
+        except KeyError as missing:
+            raise ValueError(f"{metric}: a template names {missing}, which was not given") from None
+    record(metric, 1.0 if holds else 0.0, unit, key=key, sentence=line, **values)
+    print(line)
+    return bool(holds)

@@ -2,7 +2,9 @@
 
 * Local (no ``RAY_ADDRESS``): a new instance with ``address="local"`` (a bare ``ray.init()`` may
   attach to somebody else's Ray), the requested CPUs, logical GPUs only where no real GPU is
-  present, free ports for the dashboard, metrics and Serve, the dashboard pinned to 127.0.0.1,
+  present (``LABKIT_LOGICAL_GPUS=N`` makes a GPU-less machine look like one with N GPUs, whatever
+  the lesson asks for, as a GPU box would: ``make test`` runs with 1),
+  free ports for the dashboard, metrics and Serve, the dashboard pinned to 127.0.0.1,
   token auth on, quiet logs. Its PIDs are recorded so ``labkit clean`` can stop exactly them.
 * Cluster (``RAY_ADDRESS`` set): connect to it, pass no resource arguments, turn on token auth for
   the connection when a token exists, and ship ``labkit`` to the workers in a ``runtime_env``.
@@ -292,7 +294,8 @@ def _start_local(
             )
         gpus = None  # let Ray detect the real ones
     else:
-        gpus = num_gpus or 0
+        logical = logical_gpus()
+        gpus = (num_gpus or 0) if logical is None else logical
     dash_port = free_port() if dashboard else None
     metrics_port = free_port()
     kwargs: dict[str, Any] = {
@@ -331,6 +334,24 @@ def _start_local(
     )
     procs.remember(pids, session.owner)
     return session
+
+
+LOGICAL_GPUS = "LABKIT_LOGICAL_GPUS"
+
+
+def logical_gpus() -> int | None:
+    """``LABKIT_LOGICAL_GPUS``: how many logical GPUs a local session on a GPU-less machine gets,
+    in place of what the lesson asks for (``None`` when unset)."""
+    from labkit.params import ParameterError
+
+    raw = os.environ.get(LOGICAL_GPUS, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ParameterError(
+            f"{LOGICAL_GPUS}={raw!r}: give a whole number of GPUs >= 1 (e.g. 1 or 2), or unset it"
+        )
+    return int(raw)
 
 
 @contextmanager

@@ -211,7 +211,8 @@ def plan_workers(
     On GPUs, DDP over NCCL needs one GPU per rank: one worker per whole GPU, never more, so a
     1-GPU machine gets 1 worker instead of a worker group that waits for a GPU that is not there.
     On CPUs, ``cpu_workers`` workers share the cores and leave one core for Ray Data, which feeds
-    them (on 2 cores: half a CPU each).
+    them (on 2 cores: half a CPU each); where Ray offers logical GPUs but ``use_gpu`` is False
+    (no CUDA: ``LABKIT_LOGICAL_GPUS``), one CPU worker per GPU, the shape of a GPU box.
     """
     cpus = float(resources.get("CPU", 0))
     if use_gpu:
@@ -237,12 +238,21 @@ def plan_workers(
         raise ValueError(f"cpu_workers must be >= 1, got {cpu_workers}")
     if cpus <= 0:
         raise RuntimeError("this Ray cluster has no CPUs to train on")
+    gpus = math.floor(float(resources.get("GPU", 0)) + 1e-9)
+    if gpus >= 1:  # logical GPUs (LABKIT_LOGICAL_GPUS): a GPU box's shape, computed on the CPU
+        cpu_workers = gpus
     workers = min(cpu_workers, max(1, math.floor(cpus)))
     cpus_per_worker = min(1.0, (cpus - 1) / workers) if cpus > 1 else cpus / (workers + 1)
     reason = (
         f"{cpus:g} CPUs: {workers} worker{'s' if workers > 1 else ''} with "
         f"{cpus_per_worker:g} CPU each, leaving {cpus - workers * cpus_per_worker:g} for Ray Data"
     )
+    if gpus >= 1:
+        reason += (
+            f"; one per GPU, as on a machine with {gpus} real GPU{'s' if gpus > 1 else ''}: these "
+            "are logical, so the workers compute on the CPU over gloo (use_gpu=True would make "
+            "Ray Train pick a CUDA device)"
+        )
     return WorkerPlan(workers, False, cpus_per_worker, reason)
 
 

@@ -1,5 +1,6 @@
 """labkit.blog: lesson 12's ledger proves each entry, and its table cannot drift from the cells."""
 
+import ast
 import json
 from pathlib import Path
 
@@ -103,3 +104,98 @@ def test_the_lesson_has_an_entry_per_snippet_and_its_table_matches(tmp_path):
     assert not blog.sync_table(copy)
     assert blog.sync_table(copy, write=True) and blog.sync_table(copy)
     assert "raises" in blog.table_in(copy).split("`ds.to_torch(batch_size=512)`")[1].split("\n")[0]
+
+
+def test_a_run_verdict_is_chosen_by_the_numbers_and_never_raises(fresh_params, results_dir, capsys):
+    from labkit.measure import read_records
+    from labkit.params import setup
+
+    setup("12_from_the_blog_to_ray_2_60", SIZE="smoke")
+    ledger = blog.Ledger()
+    e = ledger.entry("S2 §2.2", "10-100x faster", "misleading", verdict="by the run: a vs b")
+    with pytest.raises(AssertionError, match="no e.decide"):
+        ledger.entry("S2 §2.3", "next", "works")
+    ledger.entries.clear()
+    e = ledger.entry("S2 §2.2", "10-100x faster", "misleading", verdict="by the run: a vs b")
+    outcome = e.decide("ratio", 2.0 >= 10, reproduced="{r}x", contradicted="only {r}x", r=2.0)
+    assert outcome == e.outcome == "contradicted"
+    assert capsys.readouterr().out.strip() == "#1 S2 §2.2: contradicted: only 2.0x"
+    (rec,) = read_records(results_dir)
+    assert rec["metric"] == "blog.verdict_ratio" and rec["value"] == 0.0
+    assert rec["context"]["entry"] == 1
+    ledger.entry("S2 §3", "next", "works").check(True, "ran")
+    assert (
+        ledger.run_verdicts().splitlines()[-1] == "| 1 | S2 §2.2 | 10-100x faster | contradicted |"
+    )
+    with pytest.raises(ValueError, match="by the run"):  # decide() only where the entry says so
+        ledger.entries[-1].decide("x", True, reproduced="a", contradicted="b")
+
+
+def test_a_claim_that_cannot_be_checked_shows_its_arithmetic(capsys):
+    ledger = blog.Ledger()
+    e = ledger.entry("S0 §1", "28x", "misleading", verdict="not checkable: the post's figures")
+    e.note("28x on 16 machines")
+    ledger.entry("S0 §2", "next", "works").check(True, "ran")
+    with pytest.raises(ValueError, match="not checkable"):
+        ledger.entries[-1].note("a check belongs here")
+    with pytest.raises(ValueError, match="verdict"):
+        blog.Entry("S0 §1", "x", "works", verdict="explained: the old word")
+
+
+@pytest.mark.parametrize(
+    "condition, rule",
+    [
+        ("ray_ms > 0 and pool_ms > 0", "> 0"),
+        ("isinstance(ray.get(ref), list)", "isinstance(...)"),
+        ("len(efficiency) == 2", "len(...) == N"),
+        ("len(weights) == 2", "len(...) == N"),
+        ("abs(fixed - 0.50) < 1e-9", "arithmetic on constants"),
+        ("round(3.2 / 1.8, 2) == 1.78", "arithmetic on constants"),
+    ],
+)
+def test_weak_checks_are_found(tmp_path, condition, rule):
+    cell = (
+        "efficiency = {}\nfixed = (10 * 0.45 + 5 * 0.60) / 15\n"
+        "weights = ray.get([f.remote(s) for s in shards])\n"
+        f"e.check({condition}, 'evidence')"
+    )
+    nb = {
+        "cells": [
+            {
+                "id": "planted",
+                "cell_type": "code",
+                "source": cell,
+                "metadata": {},
+                "outputs": [],
+                "execution_count": None,
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "planted.ipynb"
+    path.write_text(json.dumps(nb))
+    (found,) = blog.weak_checks(path)
+    assert found.startswith(f"cell 0: {rule}: "), found
+
+
+def test_the_lesson_has_no_weak_check_and_real_ones_pass():
+    assert blog.weak_checks(LESSON) == []
+    fine = ["len(ready) == 4 and not fifth", "min(accuracy) > 0.5", "timed_out"]
+    assert all(not blog._weak(ast.parse(c, mode="eval").body, {}) for c in fine)
+
+
+def test_the_blog_table_command_fails_on_a_weak_check(tmp_path, capsys):
+    from labkit import cli
+
+    assert cli.main(["blog-table"]) == 0
+    nb = json.loads(LESSON.read_text())
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and "e.check(\n    min(accuracy) > 0.5," in src:
+            cell["source"] = src.replace("min(accuracy) > 0.5", "len(model_weights) == 2")
+    planted = tmp_path / LESSON.name
+    planted.write_text(json.dumps(nb))
+    assert cli.main(["blog-table", "--notebook", str(planted)]) == 1
+    assert "cannot fail: cell" in capsys.readouterr().out

@@ -286,3 +286,18 @@ def test_code_cells_stay_short(path):
         if c.cell_type == "code" and len(c.source.splitlines()) > MAX_CELL_LINES
     ]
     assert not long, f"{path.name}: split these cells (index, lines): {long}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_next_links_the_following_lesson(path):
+    """A learner who finishes a lesson is sent on: to the next notebook, or from the last to the
+    README's curriculum."""
+    nb = nbformat.read(path, as_version=4)
+    summary = next(c.source for c in nb.cells if c.source.startswith("## Summary"))
+    next_line = summary.split("**Next:**", 1)[1].split("\n\n", 1)[0]
+    later = [p for p in NOTEBOOKS if p.name > path.name]
+    first_link = re.search(r"\]\(([^)]+)\)", next_line)
+    want = later[0].name if later else "../README.md"
+    assert first_link and first_link.group(1) == want, (
+        f"{path.name}: **Next:** should link {want} first, not {first_link and first_link[1]}"
+    )

@@ -122,3 +122,41 @@ def test_windowed_rate_counts_calls_per_window():
     assert 300 < rate <= 1000  # at most 100 calls/s of 10 items each
     with pytest.raises(ValueError, match="windows"):
         measure.windowed_rate(lambda: None, 1, windows=0)
+
+
+@pytest.mark.parametrize("ratio, side, value", [(1.5, "yes", 1.0), (0.8, "no", 0.0)])
+def test_verdict_prints_one_side_and_records_it(
+    fresh_params, results_dir, capsys, ratio, side, value
+):
+    from labkit.params import setup
+
+    setup("01_remote_tasks", SIZE="smoke")
+    held = measure.verdict(
+        "tasks.verdict_faster",
+        ratio > 1,
+        yes="faster: {ratio:.2f}x",
+        no="not faster: {ratio:.2f}x",
+        ratio=ratio,
+    )
+    assert held is (ratio > 1)
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed == [("faster" if side == "yes" else "not faster") + f": {ratio:.2f}x"]
+    (rec,) = read_records(results_dir)
+    assert rec["metric"] == "tasks.verdict_faster" and rec["value"] == value
+    assert rec["context"]["key"] == f"tasks.verdict_faster:{side}"
+    assert rec["context"]["ratio"] == ratio and rec["context"]["sentence"] == printed[0]
+
+
+def test_verdict_takes_a_translation_by_key_and_rejects_bad_names(
+    fresh_params, results_dir, capsys, monkeypatch
+):
+    from labkit.params import setup
+
+    setup("01_remote_tasks", SIZE="smoke")
+    monkeypatch.setitem(measure.MESSAGES, "tasks.verdict_faster:no", "更慢: {ratio:.1f}x")
+    measure.verdict("tasks.verdict_faster", False, yes="faster", no="slower", ratio=0.5)
+    assert capsys.readouterr().out.strip() == "更慢: 0.5x"
+    with pytest.raises(ValueError, match="verdict_"):
+        measure.verdict("tasks.faster", True, yes="a", no="b")
+    with pytest.raises(ValueError, match="speedup"):  # the side not taken is checked too
+        measure.verdict("tasks.verdict_x", True, yes="ok", no="{speedup}x")

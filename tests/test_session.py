@@ -18,9 +18,27 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def local():
+    logical = os.environ.pop(session.LOGICAL_GPUS, None)  # make test sets it for the notebooks
     s = session.start(num_cpus=2, num_gpus=2, resources={"FPGA": 4})
     yield s
     s.stop()
+    if logical is not None:
+        os.environ[session.LOGICAL_GPUS] = logical
+
+
+@pytest.mark.parametrize("raw, gpus", [("", None), ("1", 1), (" 3 ", 3)])
+def test_logical_gpus_come_from_the_environment(monkeypatch, raw, gpus):
+    monkeypatch.setenv(session.LOGICAL_GPUS, raw)
+    assert session.logical_gpus() == gpus
+
+
+@pytest.mark.parametrize("raw", ["two", "0", "-1", "1.5"])
+def test_a_bad_logical_gpu_count_names_the_valid_ones(monkeypatch, raw):
+    from labkit.params import ParameterError
+
+    monkeypatch.setenv(session.LOGICAL_GPUS, raw)
+    with pytest.raises(ParameterError, match="whole number of GPUs >= 1"):
+        session.logical_gpus()
 
 
 def test_local_session_has_logical_gpus_and_custom_resources(local):

@@ -156,6 +156,10 @@ def test_plan_workers_with_logical_gpus_from_ray():
         assert scaling.total_resources["CPU"] <= ray.cluster_resources()["CPU"]
         one = lt.plan_workers({**ray.cluster_resources(), "GPU": 1.0}, use_gpu=True)
         assert one.workers == 1
+        # No CUDA, one logical GPU: a 1-GPU box's shape (one worker), computed on the CPU.
+        logical = lt.plan_workers({**ray.cluster_resources(), "GPU": 1.0}, use_gpu=False)
+        assert logical.workers == 1 and not logical.use_gpu and "logical" in logical.reason
+        assert lt.plan_workers({"CPU": 2.0}, use_gpu=False, cpu_workers=2).workers == 2
     finally:
         ray.shutdown()
 
