@@ -77,3 +77,14 @@ def describe(device) -> str:
         props = torch.cuda.get_device_properties(device)
         return f"cuda: {props.name}, {props.total_memory / 2**30:.0f} GiB"
     return f"cpu: {torch.get_num_threads()} torch threads on {os.cpu_count()} cores"
+
+
+def in_worker():
+    """The ``torch.device`` for code inside a Ray task, actor, replica or trial: CUDA when Ray
+    assigned this worker a GPU and torch can use CUDA, else the CPU. A logical GPU (a machine
+    without one, ``LABKIT_LOGICAL_GPUS``) is a scheduling share, not a device."""
+    import ray
+    import torch
+
+    gpu_ids = ray.get_gpu_ids() if ray.is_initialized() else []
+    return torch.device("cuda" if gpu_ids and torch.cuda.is_available() else "cpu")

@@ -208,8 +208,8 @@ class Expected:
 
     def summary(self) -> str:
         n = len(self.lines)
-        if not n:
-            return f"(expected: {self.what}; Ray printed nothing about it)"
+        if not n:  # nothing was hidden: nothing to say
+            return ""
         head = f"(expected: {self.what}; {n} line{'s' * (n != 1)} of Ray's error output hidden"
         line = self.teaching_line
         return head + (f"; the one that matters: {line})" if line else ")")
@@ -253,5 +253,5 @@ def expected_errors(what: str, *, show: bool = True) -> Iterator[Expected]:
             raw = sink.read().decode(errors="replace")
             text = ANSI.sub("", buffer.getvalue() + raw)
             found.lines = [ln for ln in text.splitlines() if ln.strip()]
-            if show:
+            if show and found.summary():
                 print(found.summary())

@@ -44,11 +44,12 @@ def processes_under(temp_dir: str) -> list[psutil.Process]:
     return [p for p in procs.with_children(named) if p.pid != os.getpid()]
 
 
-def clear(temp_dir: str, owner: str | None = None) -> int:
-    """Stop every process under ``temp_dir`` (and ``owner``'s recorded ones), remove the dir."""
+def clear(temp_dir: str, owner: str | None = None, *, timeout: float = 10.0) -> int:
+    """Stop every process under ``temp_dir`` (and ``owner``'s recorded ones), remove the dir;
+    what has not exited ``timeout`` seconds after SIGTERM gets SIGKILL."""
     left = processes_under(temp_dir)
     if left:
-        procs.terminate(left)
+        procs.terminate(left, timeout=timeout)
     if owner:
         procs.stop(owner)
     shutil.rmtree(temp_dir, ignore_errors=True)

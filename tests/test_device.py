@@ -67,3 +67,22 @@ def test_setup_stops_every_notebook_on_cuda_without_cuda(how, monkeypatch, tmp_p
     assert (
         labkit.setup("01_remote_tasks", DEVICE="auto", RESULTS_DIR=str(tmp_path)).device == "auto"
     )
+
+
+@pytest.mark.ray
+def test_a_logical_gpu_is_a_share_not_a_device():
+    """What trials and replicas run on: a task given a logical GPU computes on the CPU."""
+    import ray
+
+    ray.init(address="local", num_cpus=1, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+
+        @ray.remote(num_gpus=1, num_cpus=0)
+        def where():
+            return ray.get_gpu_ids(), str(device.in_worker())
+
+        gpu_ids, dev = ray.get(where.remote())
+        assert gpu_ids and dev == ("cuda" if device.real_gpu_count() else "cpu")
+        assert str(device.in_worker()) == "cpu"  # the driver holds no GPU of Ray's
+    finally:
+        ray.shutdown()

@@ -301,3 +301,13 @@ def test_next_links_the_following_lesson(path):
     assert first_link and first_link.group(1) == want, (
         f"{path.name}: **Next:** should link {want} first, not {first_link and first_link[1]}"
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_papermill_reads_every_contract_parameter(path, caplog):
+    """`papermill --help-notebook` and sweeps read the parameters cell: every one must parse."""
+    import papermill
+
+    found = papermill.inspect_notebook(str(path))
+    assert set(CONTRACT) <= set(found), f"{path.name}: papermill reads only {sorted(found)}"
+    assert "Unable to parse" not in caplog.text, caplog.text
