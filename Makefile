@@ -52,6 +52,7 @@ tools:
 lab: install tools
 	$(VENV)/bin/labkit lab
 
+# LABKIT_LOGICAL_GPUS=1: every lesson in the shape of the most common GPU box, computed on the CPU.
 test: install tools
 	@test -n "$(NOTEBOOKS)" || { echo "no notebook matches NB=$(NB)"; exit 2; }
 	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
@@ -68,9 +69,10 @@ test-exercises: install tools
 	  $(VENV)/bin/labkit exercises --run $(NB)
 
 # Run All twice in one kernel (the first time without teardown), as a learner re-runs a lesson.
+# Without LABKIT_LOGICAL_GPUS, unlike `make test`: the laptop's shape (07's 2-worker DDP path).
 RERUN ?= 05 07 08 09
 test-rerun: install
-	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= \
+	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
 	  $(VENV)/bin/labkit rerun $(RERUN)
 
 run: install

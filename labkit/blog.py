@@ -354,25 +354,29 @@ def _zero(node: ast.AST) -> bool:
 def weak_checks(path: str | Path | None = None) -> list[str]:
     """Each ``e.check(condition, ...)`` in the notebook whose condition cannot fail: ``> 0``,
     ``isinstance``, ``len(...) == N`` or arithmetic on constants (:data:`WEAK`), as
-    ``"cell N: rule: condition"``. Lesson 12's test requires none."""
-    out = []
+    ``"cell N: rule: condition"``. Names are read across the notebook's code cells (a dict made
+    in one cell and checked in the next is still the cell's own); a name assigned more than once
+    is not a literal. Lesson 12's test requires none."""
     path = Path(path) if path else repo_root() / "notebooks" / NOTEBOOK
+    trees = []
     for i, cell in enumerate(_cells(path)):
-        if cell.cell_type != "code":
-            continue
-        source = "\n".join(
-            "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
-        )
-        tree = ast.parse(source)
-        targets = [
-            (t.id, node.value)
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Assign)
-            for t in node.targets
-            if isinstance(t, ast.Name)
-        ]
-        names = [name for name, _ in targets]  # a name set twice (try/except) is not a literal
-        assigned = {name: value for name, value in targets if names.count(name) == 1}
+        if cell.cell_type == "code":
+            source = "\n".join(
+                "" if ln.lstrip().startswith(("%", "!")) else ln for ln in cell.source.split("\n")
+            )
+            trees.append((i, ast.parse(source)))
+    targets = [
+        (t.id, node.value)
+        for _, tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    ]
+    names = [name for name, _ in targets]  # a name set twice (try/except, a loop) is no literal
+    assigned = {name: value for name, value in targets if names.count(name) == 1}
+    out = []
+    for i, tree in trees:
         for node in ast.walk(tree):
             func = getattr(node, "func", None)
             if isinstance(func, ast.Attribute) and func.attr == "check" and node.args:

@@ -10,6 +10,7 @@ bounded number of requests, one at a time.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,8 @@ def _values(good: Any) -> list[tuple[str, Any, dict[str, str]]]:
             out.append((f"[{label}, ...]", [bad] + good[1:], holes))
         out.append(("a list 100x too long", good * 100, {}))
         return out
-    out = [(f"{t} instead", v, {}) for t, v in (("a string", "x"), ("an object", {"a": 1}))]
+    wrong = [("an object", {"a": 1})] + ([] if isinstance(good, str) else [("a string", "x")])
+    out = [(f"{t} instead", v, {}) for t, v in wrong]
     out += [(raw, f"@{raw}@", {f"@{raw}@": raw}) for raw in NON_FINITE]
     if isinstance(good, bool) or not isinstance(good, int | float):
         return out
@@ -79,7 +81,7 @@ def requests(
         Hostile("a string instead of an object", b'"hello"', JSON),
         Hostile("truncated JSON", text[: len(text) // 2], JSON),
         Hostile("a wrong content type", text, {"content-type": "text/plain"}),
-        Hostile("invalid UTF-8", text[:-1] + b'"\xff\xfe"}', JSON),
+        Hostile("invalid UTF-8", text[:-1] + b', "note": "\xff\xfe"}', JSON),  # JSON but the bytes
         Hostile("deep nesting", b"[" * 100_000 + b"]" * 100_000, JSON),
         Hostile("a large body", b'{"pad": "' + b"x" * large_bytes + b'"}', JSON),
     ]
@@ -93,12 +95,24 @@ def requests(
     return out
 
 
+def names_field(text: str, field: str) -> bool:
+    """Whether an error answer names ``field``: in a validation error's ``loc`` (FastAPI's
+    ``{"detail": [{"loc": ["body", field, ...]}]}``), or as a word of a plain ``detail``."""
+    try:
+        detail = json.loads(text).get("detail")
+    except (ValueError, AttributeError):
+        return False
+    if isinstance(detail, list):
+        return any(field in (d.get("loc") or []) for d in detail if isinstance(d, dict))
+    return isinstance(detail, str) and field in re.findall(r"\w+", detail)
+
+
 def answer_problems(hostile: Hostile, status: int, text: str) -> list[str]:
     """What is wrong with the server's answer to ``hostile`` ([] when it is a 4xx that names the
     field it broke)."""
     if not 400 <= status < 500:
         return [f"{hostile.label}: {status}, not a 4xx"]
-    if hostile.field and hostile.field not in text:
+    if hostile.field and not names_field(text, hostile.field):
         return [f"{hostile.label}: {status} without naming {hostile.field!r}: {text[:120]}"]
     return []
 

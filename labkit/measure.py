@@ -302,18 +302,20 @@ def verdict(
     topic, _, name = metric.partition(".")
     if not name.startswith("verdict_"):
         raise ValueError(f"{metric!r}: name a verdict 'topic.verdict_<what>'")
+    if taken := {"key", "sentence", "metric", "value"} & set(values):
+        raise ValueError(f"{metric}: {sorted(taken)} name the record's own fields; rename them")
     side = _SIDES[bool(holds)]
     key = f"{metric}:{side}"
     template = MESSAGES.get(key, yes if holds else no)
-    try:
-        line = template.format(**values)
-    except KeyError as missing:
-        raise ValueError(f"{key}: the template names {missing}, which was not given") from None
-    for other in (yes, no):  # a typo in the side not taken must not wait for another run
+    for other in (yes, no, template):  # a typo in the side not taken must not wait for a run
         try:
             other.format(**values)
-        except KeyError as missing:
-            raise ValueError(f"{metric}: a template names {missing}, which was not given") from None
+        except (KeyError, IndexError) as missing:
+            raise ValueError(
+                f"{metric}: the template {other!r} names {missing}, which was not given (use "
+                "named fields)"
+            ) from None
+    line = template.format(**values)
     record(metric, 1.0 if holds else 0.0, unit, key=key, sentence=line, **values)
     print(line)
     return bool(holds)

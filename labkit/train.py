@@ -204,15 +204,20 @@ class WorkerPlan:
 
 
 def plan_workers(
-    resources: Mapping[str, float], *, use_gpu: bool, cpu_workers: int = 2
+    resources: Mapping[str, float],
+    *,
+    use_gpu: bool,
+    cpu_workers: int = 2,
+    gpus_are_logical: bool = False,
 ) -> WorkerPlan:
     """Size a DDP job from the resources the Ray cluster really has (``ray.cluster_resources()``).
 
     On GPUs, DDP over NCCL needs one GPU per rank: one worker per whole GPU, never more, so a
     1-GPU machine gets 1 worker instead of a worker group that waits for a GPU that is not there.
     On CPUs, ``cpu_workers`` workers share the cores and leave one core for Ray Data, which feeds
-    them (on 2 cores: half a CPU each); where Ray offers logical GPUs but ``use_gpu`` is False
-    (no CUDA: ``LABKIT_LOGICAL_GPUS``), one CPU worker per GPU, the shape of a GPU box.
+    them (on 2 cores: half a CPU each). With ``gpus_are_logical`` (a local session's logical GPUs,
+    ``Session.gpus_are_logical``; ``LABKIT_LOGICAL_GPUS``) and ``use_gpu`` False: one CPU worker
+    per GPU, the shape of a GPU box, computed on the CPU.
     """
     cpus = float(resources.get("CPU", 0))
     if use_gpu:
@@ -238,8 +243,8 @@ def plan_workers(
         raise ValueError(f"cpu_workers must be >= 1, got {cpu_workers}")
     if cpus <= 0:
         raise RuntimeError("this Ray cluster has no CPUs to train on")
-    gpus = math.floor(float(resources.get("GPU", 0)) + 1e-9)
-    if gpus >= 1:  # logical GPUs (LABKIT_LOGICAL_GPUS): a GPU box's shape, computed on the CPU
+    gpus = math.floor(float(resources.get("GPU", 0)) + 1e-9) if gpus_are_logical else 0
+    if gpus >= 1:  # a GPU box's shape, computed on the CPU
         cpu_workers = gpus
     workers = min(cpu_workers, max(1, math.floor(cpus)))
     cpus_per_worker = min(1.0, (cpus - 1) / workers) if cpus > 1 else cpus / (workers + 1)
@@ -249,9 +254,9 @@ def plan_workers(
     )
     if gpus >= 1:
         reason += (
-            f"; one per GPU, as on a machine with {gpus} real GPU{'s' if gpus > 1 else ''}: these "
-            "are logical, so the workers compute on the CPU over gloo (use_gpu=True would make "
-            "Ray Train pick a CUDA device)"
+            f"; the session's {gpus} GPU{'s are' if gpus > 1 else ' is'} logical: one worker per "
+            f"GPU{' the CPUs allow' if workers < gpus else ''}, as on a machine with real ones, "
+            "computing on the CPU over gloo (use_gpu=True would make Ray Train pick a CUDA device)"
         )
     return WorkerPlan(workers, False, cpus_per_worker, reason)
 

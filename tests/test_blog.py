@@ -154,30 +154,28 @@ def test_a_claim_that_cannot_be_checked_shows_its_arithmetic(capsys):
     ],
 )
 def test_weak_checks_are_found(tmp_path, condition, rule):
-    cell = (
+    made = (
         "efficiency = {}\nfixed = (10 * 0.45 + 5 * 0.60) / 15\n"
         "weights = ray.get([f.remote(s) for s in shards])\n"
-        f"e.check({condition}, 'evidence')"
     )
-    nb = {
-        "cells": [
-            {
-                "id": "planted",
-                "cell_type": "code",
-                "source": cell,
-                "metadata": {},
-                "outputs": [],
-                "execution_count": None,
-            }
-        ],
-        "metadata": {},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
+    checked = f"e.check({condition}, 'evidence')"  # in the next cell, as a lesson splits them
+    cells = [
+        {
+            "id": f"c{i}",
+            "cell_type": "code",
+            "source": src,
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+        }
+        for i, src in enumerate((made, checked))
+    ]
     path = tmp_path / "planted.ipynb"
-    path.write_text(json.dumps(nb))
+    path.write_text(
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
     (found,) = blog.weak_checks(path)
-    assert found.startswith(f"cell 0: {rule}: "), found
+    assert found.startswith(f"cell 1: {rule}: "), found
 
 
 def test_the_lesson_has_no_weak_check_and_real_ones_pass():

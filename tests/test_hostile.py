@@ -58,7 +58,9 @@ def test_the_requests_cover_the_body_and_each_field():
         assert label in labels, label
     nan = next(h for h in made if h.label == "k: NaN")
     assert nan.body == b'{"ids": [0, 1, 2], "k": NaN}' and nan.field == "k"
-    assert next(h for h in made if h.label == "invalid UTF-8").body.endswith(b'"\xff\xfe"}')
+    assert next(h for h in made if h.label == "invalid UTF-8").body.endswith(
+        b', "note": "\xff\xfe"}'
+    )
 
 
 def test_the_default_validation_error_answers_500_to_nan_and_a_handler_fixes_it():
@@ -87,3 +89,6 @@ def test_an_answer_that_is_not_a_named_4xx_is_a_problem(status, text, problem):
     (found,) = hostile.answer_problems(h, status, text)
     assert problem in found
     assert not hostile.answer_problems(h, 422, '{"detail": [{"loc": ["body", "k"]}]}')
+    assert hostile.answer_problems(h, 422, '{"detail": [{"loc": ["body", "ok"]}]}')  # not 'k'
+    assert not hostile.answer_problems(h, 404, '{"detail": "unknown k 7"}')
+    assert hostile.answer_problems(h, 404, '{"detail": "Unknown key"}')

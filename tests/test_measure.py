@@ -160,3 +160,7 @@ def test_verdict_takes_a_translation_by_key_and_rejects_bad_names(
         measure.verdict("tasks.faster", True, yes="a", no="b")
     with pytest.raises(ValueError, match="speedup"):  # the side not taken is checked too
         measure.verdict("tasks.verdict_x", True, yes="ok", no="{speedup}x")
+    with pytest.raises(ValueError, match="named fields"):
+        measure.verdict("tasks.verdict_x", True, yes="{}x", no="no", ratio=2)
+    with pytest.raises(ValueError, match="rename"):
+        measure.verdict("tasks.verdict_x", True, yes="{key}", no="no", key=1)

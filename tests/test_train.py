@@ -157,8 +157,11 @@ def test_plan_workers_with_logical_gpus_from_ray():
         one = lt.plan_workers({**ray.cluster_resources(), "GPU": 1.0}, use_gpu=True)
         assert one.workers == 1
         # No CUDA, one logical GPU: a 1-GPU box's shape (one worker), computed on the CPU.
-        logical = lt.plan_workers({**ray.cluster_resources(), "GPU": 1.0}, use_gpu=False)
+        res = {**ray.cluster_resources(), "GPU": 1.0}
+        logical = lt.plan_workers(res, use_gpu=False, gpus_are_logical=True)
         assert logical.workers == 1 and not logical.use_gpu and "logical" in logical.reason
+        # Real GPUs and DEVICE=cpu: the CPU plan, as before.
+        assert lt.plan_workers(res, use_gpu=False).workers == 2
         assert lt.plan_workers({"CPU": 2.0}, use_gpu=False, cpu_workers=2).workers == 2
     finally:
         ray.shutdown()
