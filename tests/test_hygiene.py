@@ -311,3 +311,36 @@ def test_papermill_reads_every_contract_parameter(path, caplog):
     found = papermill.inspect_notebook(str(path))
     assert set(CONTRACT) <= set(found), f"{path.name}: papermill reads only {sorted(found)}"
     assert "Unable to parse" not in caplog.text, caplog.text
+
+
+def learner_minutes(nb) -> float:
+    """STYLE.md's rule for the header's learner time: reading, code, the run, the exercises."""
+    header = nb.cells[0].source
+    words = sum(
+        len(re.sub(r"`[^`]*`", " x ", c.source).split())
+        for c in nb.cells
+        if c.cell_type == "markdown"
+    )
+    code = sum(
+        1
+        for c in nb.cells
+        if c.cell_type == "code"
+        for line in c.source.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    )
+    exercises = sum("answer" in c.metadata.get("tags", []) for c in nb.cells)
+    small = re.search(r"`small` ≈ ([\d.]+) (min|s)\b", header)
+    smoke = re.search(r"`smoke` ≈ ([\d.]+) (min|s)\b", header)
+    value, unit = (small or smoke).groups()
+    run = float(value) / (60 if unit == "s" else 1)
+    return words / 150 + code / 15 + run + 10 * exercises
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_learner_time_follows_the_rule(path):
+    nb = nbformat.read(path, as_version=4)
+    stated = int(re.search(r"\*\*Time:\*\* about (\d+) min", nb.cells[0].source).group(1))
+    want = learner_minutes(nb)
+    assert abs(stated - want) <= 0.2 * want, (
+        f"{path.name}: the header says about {stated} min; STYLE.md's rule gives {want:.0f}"
+    )
