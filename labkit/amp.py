@@ -29,10 +29,10 @@ PEAK_BF16_FLOPS = {
 }
 
 
-def cpu_has_bf16() -> bool:
+def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """True if this CPU has native bf16 instructions (AVX512-BF16 or AMX), on Linux."""
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        flags = Path(cpuinfo).read_text()
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags

@@ -1,3 +1,6 @@
+from pathlib import Path
+
+import nbformat
 import pytest
 import torch
 from torch import nn
@@ -15,29 +18,31 @@ def _setup():
     return model, opt, x, y
 
 
-def make_step(model, optimizer, loss_fn, device, dtype):
-    """The AMP step lesson 07 writes in its cell (a GradScaler only for fp16)."""
-    scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
+LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "07_train_ddp_amp.ipynb"
 
-    def step(x, y):
-        optimizer.zero_grad(set_to_none=True)
-        with torch.amp.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            loss = loss_fn(model(x), y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-        return loss.item()
 
-    return step
+def _lesson_function(name: str):
+    """The function lesson 07 defines in its cell, run from the notebook's own source: a change
+    to the lesson's AMP step is what these tests see."""
+    cell = next(
+        c.source
+        for c in nbformat.read(LESSON, as_version=4).cells
+        if c.cell_type == "code" and f"def {name}(" in c.source
+    )
+    namespace = {"torch": torch}
+    exec(compile(cell, f"07:{name}", "exec"), namespace)
+    return namespace[name]
+
+
+make_step = _lesson_function("make_amp_step")
 
 
 def test_dtype_choice_on_cpu():
     assert amp.amp_dtype(CPU) == torch.bfloat16
-    assert isinstance(amp.cpu_has_bf16(), bool)
+    assert amp.cpu_has_bf16() == (
+        "avx512_bf16" in Path("/proc/cpuinfo").read_text()
+        or "amx_bf16" in Path("/proc/cpuinfo").read_text()
+    )
     assert amp.peak_flops(CPU) is None
 
 
@@ -143,3 +148,14 @@ def test_attention_flops_match_the_flop_counter():
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
     assert counter.get_total_flops() == amp.attention_flops(b, t, h * hd, layers=1)
+
+
+@pytest.mark.parametrize(
+    "flags, native",
+    [("fpu avx512f avx512_bf16", True), ("fpu amx_bf16", True), ("fpu avx2", False)],
+)
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path, flags, native):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    assert amp.cpu_has_bf16(str(cpuinfo)) is native
+    assert amp.cpu_has_bf16(str(tmp_path / "missing")) is False

@@ -48,7 +48,8 @@ def test_a_claim_that_does_not_exist_is_proved_by_checks_alone():
     ledger = blog.Ledger()
     e = ledger.entry("S0 §6.3", "a temperature API", "does not exist")
     e.check(True, "no such name")
-    ledger.entry("S2 §1", "next", "works")
+    ledger.entry("S2 §1", "next", "works")  # closing #1 raised nothing: its check sufficed
+    assert e.problems() == [] and e.evidence == ["no such name"] and len(ledger.entries) == 2
 
 
 def test_works_may_not_fail_and_a_false_check_raises():
