@@ -108,8 +108,9 @@ class Entry:
         self.notes.append(text)
         print(f"#{self.number} {self.section}: {text}")
 
-    def decide(self, name: str, holds: object, *, reproduced: str, contradicted: str,
-               **values: object) -> str:
+    def decide(
+        self, name: str, holds: object, *, reproduced: str, contradicted: str, **values: object
+    ) -> str:
         """Let the run's numbers choose the verdict of a quantitative claim; print and record it.
 
         ``holds``: whether the run agrees with the post's figure. The sentence for each side is a
@@ -238,16 +239,28 @@ def _cells(path: Path) -> list[dict]:
     return nbformat.read(path, as_version=4).cells
 
 
+def _code_trees(path: Path) -> list[tuple[int, ast.Module]]:
+    """(cell index, AST) of each code cell, IPython's ``%`` and ``!`` lines blanked."""
+    return [
+        (
+            i,
+            ast.parse(
+                "\n".join(
+                    "" if ln.lstrip().startswith(("%", "!")) else ln
+                    for ln in cell.source.split("\n")
+                )
+            ),
+        )
+        for i, cell in enumerate(_cells(path))
+        if cell.cell_type == "code"
+    ]
+
+
 def entries_in(path: str | Path) -> list[Entry]:
     """The entries a notebook opens, read from its code cells (``ledger.entry(...)`` calls)."""
     out: list[Entry] = []
-    for cell in _cells(Path(path)):
-        if cell.cell_type != "code":
-            continue
-        source = "\n".join(
-            "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
-        )
-        for node in ast.walk(ast.parse(source)):
+    for _, tree in _code_trees(Path(path)):
+        for node in ast.walk(tree):
             func = getattr(node, "func", None)
             if isinstance(func, ast.Attribute) and func.attr == "entry":
                 if getattr(func.value, "id", None) != "ledger":
@@ -317,9 +330,8 @@ def _weak(condition: ast.AST, assigned: dict[str, ast.AST]) -> str:
             continue
         sides = [node.left, *node.comparators]
         for op, left, right in zip(node.ops, sides, sides[1:]):
-            zero = (
-                (isinstance(op, ast.Gt | ast.GtE) and _zero(right))
-                or (isinstance(op, ast.Lt | ast.LtE) and _zero(left))
+            zero = (isinstance(op, ast.Gt | ast.GtE) and _zero(right)) or (
+                isinstance(op, ast.Lt | ast.LtE) and _zero(left)
             )
             if zero:
                 return WEAK[0]
@@ -357,14 +369,7 @@ def weak_checks(path: str | Path | None = None) -> list[str]:
     ``"cell N: rule: condition"``. Names are read across the notebook's code cells (a dict made
     in one cell and checked in the next is still the cell's own); a name assigned more than once
     is not a literal. Lesson 12's test requires none."""
-    path = Path(path) if path else repo_root() / "notebooks" / NOTEBOOK
-    trees = []
-    for i, cell in enumerate(_cells(path)):
-        if cell.cell_type == "code":
-            source = "\n".join(
-                "" if ln.lstrip().startswith(("%", "!")) else ln for ln in cell.source.split("\n")
-            )
-            trees.append((i, ast.parse(source)))
+    trees = _code_trees(Path(path) if path else repo_root() / "notebooks" / NOTEBOOK)
     targets = [
         (t.id, node.value)
         for _, tree in trees

@@ -44,12 +44,11 @@ def processes_under(temp_dir: str) -> list[psutil.Process]:
     return [p for p in procs.with_children(named) if p.pid != os.getpid()]
 
 
-def clear(temp_dir: str, owner: str | None = None, *, timeout: float = 10.0) -> int:
-    """Stop every process under ``temp_dir`` (and ``owner``'s recorded ones), remove the dir;
-    what has not exited ``timeout`` seconds after SIGTERM gets SIGKILL."""
+def clear(temp_dir: str, owner: str | None = None) -> int:
+    """Stop every process under ``temp_dir`` (and ``owner``'s recorded ones), remove the dir."""
     left = processes_under(temp_dir)
     if left:
-        procs.terminate(left, timeout=timeout)
+        procs.terminate(left)
     if owner:
         procs.stop(owner)
     shutil.rmtree(temp_dir, ignore_errors=True)
