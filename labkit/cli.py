@@ -303,12 +303,27 @@ def cmd_exercises(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def rotation_pick(day_of_year: int, lessons: list[Path]) -> Path:
+    """The lesson a day's rerun pass adds: each lesson in turn, one a day, so that every
+    lesson (10, 11 and 12 too) runs twice in CI within ``len(lessons)`` days."""
+    if not lessons:
+        raise ValueError("no lessons to pick from")
+    return lessons[day_of_year % len(lessons)]
+
+
 def cmd_rerun(args: argparse.Namespace) -> int:
     """Run All without the teardown cell, then Run All again in the same kernel."""
     from labkit import nbrun
 
+    names = [] if args.notebooks == ["all"] else args.notebooks
+    chosen = notebooks_to_run(names)
+    if args.rotation and names:
+        day = time.localtime().tm_yday
+        pick = rotation_pick(day, notebooks_to_run([]))
+        print(f"labkit rerun: day {day} of the year's rotation adds {pick.name}")
+        chosen += [pick] if pick not in chosen else []
     failed = 0
-    for path in notebooks_to_run(args.notebooks):
+    for path in chosen:
         start = time.monotonic()
         try:
             nbrun.run_all_twice(path, timeout=args.cell_timeout)
@@ -418,8 +433,13 @@ def build_parser() -> argparse.ArgumentParser:
         "rerun",
         help="run each notebook twice in one kernel, the first time without its teardown cell",
     )
-    p.add_argument("notebooks", nargs="*", help="numbers like 04 (default: all)")
+    p.add_argument("notebooks", nargs="*", help="numbers like 04, or all (default: all)")
     p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
+    p.add_argument(
+        "--rotation",
+        action="store_true",
+        help="add the lesson of the day: each lesson in turn, one per day of the year",
+    )
     p.set_defaults(func=cmd_rerun)
 
     p = sub.add_parser(

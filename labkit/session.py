@@ -142,6 +142,27 @@ class Session:
                 _current = None
             lifecycle.release(self)
 
+    def free_serve(self) -> list[str]:
+        """Shut down Serve if an earlier run of the notebook left it running in this local
+        session (its apps' replicas hold CPUs that a rerun's tasks would wait for); say so.
+        Returns the apps it stopped. A shared cluster's Serve is not the session's to stop."""
+        import ray
+
+        if self.mode != "local" or "ray.serve" not in sys.modules or not ray.is_initialized():
+            return []
+        if not self._serve_running():
+            return []
+        from ray import serve
+
+        apps = sorted(serve.status().applications)
+        serve.shutdown()
+        print(
+            f"labkit: Serve shut down, with the apps an earlier run left running "
+            f"({', '.join(apps) or 'none'}): a rerun starts with every CPU free",
+            file=sys.stderr,
+        )
+        return apps
+
     @staticmethod
     def _serve_running() -> bool:
         """True if a Serve controller runs in this Ray instance."""
@@ -202,6 +223,7 @@ def start(
         and ray.is_initialized()
         and _current.requested == requested
     ):
+        _current.free_serve()
         return _current
     lifecycle.take_over()
     logs.quiet_ray()

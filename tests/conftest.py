@@ -100,16 +100,24 @@ def fresh_params(monkeypatch):
     return params
 
 
+# Notebooks a test module already runs whole: nbmake does not run them a second time.
+COVERED_BY = {
+    # papermill, then a check that its Prometheus and Ray are gone
+    "10_observability_and_security.ipynb": "tests/test_observability.py",
+    # Run All without the teardown, then Run All again: every cell runs, the teardown last
+    "04_scheduling_and_resources.ipynb": "tests/test_rerun.py",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Notebook 10 runs in ``tests/test_observability.py`` (papermill, then a check that its
-    Prometheus and Ray are gone); nbmake does not run it a second time."""
-    if not any(item.nodeid.startswith("tests/test_observability.py") for item in items):
-        return
+    """A notebook that a collected test module runs whole (:data:`COVERED_BY`) is deselected
+    from nbmake's items, so that ``make test`` runs it once, in that module."""
+    collected = {item.nodeid.split("::")[0] for item in items}
     twice = [
         item
         for item in items
-        if "10_observability_and_security.ipynb" in item.nodeid
-        and not item.nodeid.startswith("tests/")
+        if not item.nodeid.startswith("tests/")
+        and any(nb in item.nodeid and mod in collected for nb, mod in COVERED_BY.items())
     ]
     if twice:
         config.hook.pytest_deselected(items=twice)

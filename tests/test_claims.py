@@ -97,7 +97,7 @@ def test_a_planted_contradicting_sentence_fails(planted):
     "allowed",
     [
         "Watch whether the replica count follows the load.",
-        "> **S2 §2.2:** 「平均调度延迟1ms，比传统框架快10-100倍」 — *\"10-100x faster\"*",
+        '> **S2 §2.2:** 「平均调度延迟1ms，比传统框架快10-100倍」 — *"10-100x faster"*',
         "`TorchConfig` keeps its default of 1800 s, and DDP's bucket is 25 MB by default.",
         "Look for the ratio above 1: the candidate is faster than its baseline.",
     ],

@@ -169,3 +169,12 @@ def test_rerun_runs_all_but_the_teardown_then_all_again_in_one_kernel(tmp_path, 
     # one kernel: the second pass sees the first pass's state; teardown only at the end
     assert log.read_text().splitlines() == ["body 1", "body 2", "teardown"]
     assert "99_tiny.ipynb ok" in capsys.readouterr().out
+
+
+def test_the_rerun_rotation_reaches_every_lesson_in_as_many_days():
+    lessons = cli.notebooks_to_run([])
+    picked = {cli.rotation_pick(day, lessons).name[:2] for day in range(100, 100 + len(lessons))}
+    assert picked == {path.name[:2] for path in lessons}
+    assert {"10", "11", "12"} <= picked
+    with pytest.raises(ValueError, match="no lessons"):
+        cli.rotation_pick(1, [])

@@ -1,8 +1,8 @@
 """Run All twice in one kernel, the first time without the teardown cell: what a learner does.
 
 Lesson 04 starts its own 3-node cluster; the second pass must replace the first pass's cluster
-rather than stop with "Ray is already running". (05, 07, 08 and 09 run the same way in
-``make test-rerun``, which ``.ci/run`` calls.)
+rather than stop with "Ray is already running". (07 and the lesson of the
+day run the same way in ``make test-rerun``, which ``.ci/run`` calls.)
 """
 
 from pathlib import Path

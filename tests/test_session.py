@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+import labkit
 from labkit import logs, net, procs, session
 
 pytestmark = pytest.mark.ray
@@ -55,6 +56,28 @@ def test_local_session_has_logical_gpus_and_custom_resources(local):
 def test_start_is_idempotent(local):
     assert session.start(num_cpus=2, num_gpus=2, resources={"FPGA": 4}) is local
     assert session.current() is local
+
+
+def test_a_rerun_frees_the_cpus_serve_apps_of_the_first_run_hold(local, capfd):
+    """Run All again in one kernel: the setup cell's start() finds the same session, and
+    the first run's Serve replicas must not keep the CPUs that the rerun's tasks need."""
+    import ray
+    from ray import serve
+
+    @serve.deployment(ray_actor_options={"num_cpus": 1})
+    class Hold:
+        def __call__(self) -> str:
+            return "held"
+
+    serve.start(http_options={"host": "127.0.0.1", "port": local.serve_port})
+    serve.run(Hold.bind(), name="held", route_prefix="/held")
+    assert ray.available_resources().get("CPU", 0) <= 1  # the replica holds one of two
+    assert session.start(num_cpus=2, num_gpus=2, resources={"FPGA": 4}) is local
+    assert not local._serve_running()
+    assert "earlier run left running (held)" in capfd.readouterr().err
+    labkit.wait_until(lambda: ray.available_resources().get("CPU", 0) == 2, timeout=30)
+    assert session.start(num_cpus=2, num_gpus=2, resources={"FPGA": 4}) is local  # no Serve: quiet
+    assert "Serve" not in capfd.readouterr().err
 
 
 def test_expected_teardown_noise_is_dropped_and_worker_prints_are_not(local, capfd):
