@@ -60,6 +60,8 @@ def test_rays_own_chatter_is_dropped_and_the_learners_lines_are_kept():
         "  self.exclude_resources = exclude_resources",
         "Reporting training result 1: TrainingReport(checkpoint=Checkpoint(...), metrics={})",
         "Checkpoint successfully created at: Checkpoint(filesystem=local, path=/x)",
+        "WARNING: 8 PYTHON worker processes have been started on node: 2f00c1 with address: "
+        "192.0.2.2, which is 4x the maximum expected startup concurrency (2). This could be",
         "and me",
     ]
     assert logs.drop_noise(lines) == ["keep me", "and me"]
