@@ -69,6 +69,9 @@ NOISY_BLOCKS = (
     (re.compile(r"^Exception in thread pool-"), "InterruptedError"),
     # Ray Data warns about its own deprecated option, then prints the line that used it.
     (re.compile(r"RayDeprecationWarning: `ExecutionOptions.exclude_resources`"), "self.exclude"),
+    # Tune stops a trial's actor with SIGTERM; Ray's handler raises SystemExit, which Python
+    # reports as "ignored" when it lands in a weakref callback of the dying process.
+    (re.compile(r"^Exception ignored in: <function WeakSet\.__init__"), "SystemExit"),
 )
 
 

@@ -100,28 +100,6 @@ def scope(host: str) -> str:
     return "one address"
 
 
-def listeners(pids: list[int]) -> list[dict]:
-    """The TCP sockets the processes ``pids`` listen on: one dict per socket with ``pid``,
-    ``process`` (its name), ``host``, ``port`` and :func:`scope`. Gone processes are skipped."""
-    import psutil
-
-    rows = []
-    for pid in sorted(set(pids)):
-        try:
-            proc = psutil.Process(pid)
-            name = proc.name()
-            conns = proc.net_connections(kind="tcp")
-        except psutil.Error:
-            continue
-        for c in conns:
-            if c.status == psutil.CONN_LISTEN:
-                host, port = c.laddr.ip, c.laddr.port
-                rows.append(
-                    {"pid": pid, "process": name, "host": host, "port": port, "scope": scope(host)}
-                )
-    return sorted(rows, key=lambda r: (r["scope"], r["process"], r["port"]))
-
-
 def kernel_ports() -> set[int]:
     """The ports of the Jupyter kernel this code runs in (its ZMQ sockets: shell, iopub, stdin,
     control, heartbeat); empty outside a kernel."""

@@ -89,8 +89,12 @@ def gantt_rows(spans) -> list[tuple[str, float, float, str]]:
 class Stages:
     """Wall-clock windows of a pipeline's stages: ``with stages("train"): ...``.
 
-    :meth:`table` adds what ``ray.timeline()`` says about each window: the CPU-seconds Ray's
-    tasks and actors ran in it, and the busy fraction of ``n_slots`` CPUs.
+    :meth:`table` adds what ``ray.timeline()`` says about each window: the seconds Ray's tasks
+    and actor calls ran in it (on a CPU or waiting), and the share of ``n_slots`` CPUs they
+    occupied. It also adds what the
+    operating system counted for Ray's worker processes on this machine in the window
+    (:func:`labkit.cpuuse.cpu_by_kind`): that includes work the timeline does not list, such as
+    Serve's replicas answering HTTP requests.
     """
 
     def __init__(self) -> None:
@@ -99,34 +103,45 @@ class Stages:
         self._clock = time.time
         self.origin = self._clock()
         self.windows: dict[str, tuple[float, float]] = {}
+        self.worker_cpu_s: dict[str, float] = {}  # Ray workers' CPU seconds, from the OS
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        from labkit.cpuuse import cpu_by_kind
+
         start = self._clock()
         try:
-            yield
+            with cpu_by_kind() as use:
+                yield
         finally:
             self.windows[name] = (start - self.origin, self._clock() - self.origin)
+            self.worker_cpu_s[name] = use.seconds.get("Ray workers", 0.0)
 
     def seconds(self) -> dict[str, float]:
         """Each stage's wall time."""
         return {name: end - start for name, (start, end) in self.windows.items()}
 
     def table(self, spans, n_slots: int):
-        """One row per stage: ``wall_s``, ``task_cpu_s`` (task time inside the window) and
-        ``busy`` (that over ``n_slots`` x the window). ``spans`` must count from
+        """One row per stage: ``wall_s``; ``task_s``, the seconds tasks ran inside the window
+        (on a CPU or waiting), and ``busy``, that over ``n_slots`` x the window; ``worker_cpu_s``,
+        the CPU seconds the OS counted for Ray's worker processes in the window, and
+        ``worker_busy``, that over ``n_slots`` x the window. ``spans`` must count from
         :attr:`origin` (``task_spans(..., origin=stages.origin)``)."""
         import pandas as pd
 
         rows = []
         for name, (start, end) in self.windows.items():
+            wall = end - start
             busy = busy_fraction(spans, n_slots, start, end) if end > start else 0.0
+            worker = self.worker_cpu_s.get(name, 0.0)
             rows.append(
                 {
                     "stage": name,
-                    "wall_s": end - start,
-                    "task_cpu_s": busy * n_slots * (end - start),
+                    "wall_s": wall,
+                    "task_s": busy * n_slots * wall,
                     "busy": busy,
+                    "worker_cpu_s": worker,
+                    "worker_busy": worker / (n_slots * wall) if wall > 0 else 0.0,
                 }
             )
         return pd.DataFrame(rows).set_index("stage")

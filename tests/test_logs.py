@@ -58,6 +58,10 @@ def test_rays_own_chatter_is_dropped_and_the_learners_lines_are_kept():
         "/x/execution_options.py:436: RayDeprecationWarning: `ExecutionOptions.exclude_resources` "
         "is deprecated and will be removed",
         "  self.exclude_resources = exclude_resources",
+        "Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7f07>",
+        "Traceback (most recent call last):",
+        '  File "/x/ray/_private/worker.py", line 1063, in sigterm_handler',
+        "SystemExit: 1",
         "Reporting training result 1: TrainingReport(checkpoint=Checkpoint(...), metrics={})",
         "Checkpoint successfully created at: Checkpoint(filesystem=local, path=/x)",
         "WARNING: 8 PYTHON worker processes have been started on node: 2f00c1 with address: "

@@ -77,9 +77,31 @@ def test_stages_measure_windows_and_read_the_timeline_inside_them():
     spans = trace.task_spans(events, origin=100.0)
     assert list(spans["start_s"]) == [1.5, 3.0]
     table = stages.table(spans, n_slots=2)
-    assert table.loc["data", "task_cpu_s"] == pytest.approx(1.0)
+    assert table.loc["data", "task_s"] == pytest.approx(1.0)
     assert table.loc["data", "busy"] == pytest.approx(0.25)
     assert table.loc["train", "busy"] == pytest.approx(0.5)
+    assert set(stages.worker_cpu_s) == {"data", "train"}  # measured for every stage
+    stages.worker_cpu_s["train"] = 6.0  # as if Ray's workers had used 6 CPU-seconds
+    assert stages.table(spans, n_slots=2).loc["train", "worker_busy"] == pytest.approx(0.75)
+
+
+def test_stages_count_the_cpu_of_work_the_timeline_does_not_list():
+    """A Ray worker process busy in a stage shows in worker_cpu_s, with no task in the timeline
+    (as Serve's replicas answering HTTP requests)."""
+    import subprocess
+    import sys
+    import time
+
+    spin = "import time\nend = time.time() + 0.8\nwhile time.time() < end: pass\ntime.sleep(30)"
+    stages = trace.Stages()
+    with stages("serve"):
+        proc = subprocess.Popen([sys.executable, "-c", spin, "default_worker.py"])
+        time.sleep(1.5)  # it spins 0.8 s, then sleeps past the stage's end
+    proc.kill()
+    proc.wait()
+    table = stages.table(trace.task_spans([], origin=stages.origin), n_slots=1)
+    assert table.loc["serve", "busy"] == 0.0  # nothing in the timeline
+    assert table.loc["serve", "worker_cpu_s"] >= 0.5  # the OS saw the worker spin
 
 
 STATS = """Operator 0 ReadFiles:
