@@ -88,19 +88,39 @@ def machine_idle_s() -> float:
 
 
 @contextmanager
-def cpu_by_kind() -> Iterator[CpuUse]:
-    """Measure CPU seconds per kind of process while the ``with`` body runs."""
+def cpu_by_kind(sample_s: float | None = None) -> Iterator[CpuUse]:
+    """Measure CPU seconds per kind of process while the ``with`` body runs.
+
+    With ``sample_s``, a thread also snapshots every ``sample_s`` seconds and keeps each
+    process's last reading, so that a process that ends inside the window (a Tune trial, Train's
+    worker group, Ray Data's actor pool) counts up to its last sample instead of not at all.
+    """
+    import threading
+
     use = CpuUse()
     before, steal = _snapshot(), _steal()
+    seen = dict(before)  # each process's latest reading
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(sample_s):
+            seen.update(_snapshot())
+
+    sampler = threading.Thread(target=sample, daemon=True) if sample_s else None
+    if sampler:
+        sampler.start()
     start = time.perf_counter()
     try:
         yield use
     finally:
         use.wall_s = time.perf_counter() - start
         use.stolen_s = max(0.0, _steal() - steal)
-        after = _snapshot()
+        if sampler:
+            stop.set()
+            sampler.join()
+        seen.update(_snapshot())
         totals = dict.fromkeys(KINDS, 0.0)
-        for key, (kind, cpu) in after.items():
+        for key, (kind, cpu) in seen.items():
             totals[kind] += max(0.0, cpu - before.get(key, (kind, 0.0))[1])
         use.seconds = totals
 

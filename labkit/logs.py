@@ -59,11 +59,21 @@ NOISE = (
     re.compile(r"Task ServeController\.\w+ failed\. There are infinite retries remaining"),
     # Serve's router on a busy 2-core machine: a replica's queue length came back late.
     re.compile(r"Failed to get queue length from Replica\(id="),
-    # The raylet starts at most one worker process per CPU at a time and warns at 4x that
-    # pending: on a 2-CPU session, a lesson that starts five actors at once (12's FPGA actors,
-    # Serve's replicas) meets it by design; the lesson's own checks say whether they started.
-    re.compile(r"PYTHON worker processes have been started on node: .* maximum expected startup"),
 )
+#: The raylet starts at most one worker process per CPU at a time and warns at 4x that pending.
+#: Noise only while a lesson says it starts many at once (:func:`expect_worker_starts`); at
+#: other times it is a useful clue (tasks blocked in ``ray.get``, say).
+WORKER_STARTS = re.compile(r"PYTHON worker processes have been started on node: .* startup")
+_worker_starts_until = 0.0
+
+
+def expect_worker_starts(seconds: float = 60.0) -> None:
+    """For the next ``seconds``, drop the raylet's warning that many worker processes are
+    starting at once: the cell means it (five actors on a 2-CPU session, say) and checks that
+    they started."""
+    global _worker_starts_until
+    _worker_starts_until = time.monotonic() + seconds
+
 NOISY_BLOCKS = (
     # A Ray Data ListFiles thread raises InterruptedError when `limit` or `take` stops early.
     (re.compile(r"^Exception in thread pool-"), "InterruptedError"),
@@ -76,20 +86,33 @@ NOISY_BLOCKS = (
 
 
 def drop_noise(lines: list[str]) -> list[str]:
-    """``lines`` without :data:`NOISE` lines and :data:`NOISY_BLOCKS` blocks."""
+    """``lines`` without :data:`NOISE` lines and :data:`NOISY_BLOCKS` blocks.
+
+    A block is dropped only when it ends as expected: a line at the left margin that is neither
+    its end nor a traceback's header means it was something else, and it is kept whole.
+    """
     out: list[str] = []
-    skipping_until: str | None = None
+    block: list[str] = []
+    until: str | None = None
     for line in lines:
-        if skipping_until is not None:
-            if line.strip().startswith(skipping_until):
-                skipping_until = None
-            continue
+        if until is not None:
+            block.append(line)
+            if line.strip().startswith(until):
+                block, until = [], None  # the expected block, whole: dropped
+                continue
+            if line[:1].isspace() or line.startswith("Traceback (most recent call last)"):
+                continue
+            out.extend(block[:-1])  # not the expected block: keep it, then read this line anew
+            block, until = [], None
         started = next((end for start, end in NOISY_BLOCKS if start.search(line)), None)
         if started is not None:
-            skipping_until = started
+            block, until = [line], started
+            continue
+        if WORKER_STARTS.search(line) and time.monotonic() < _worker_starts_until:
             continue
         if not any(pattern.search(line) for pattern in NOISE):
             out.append(line)
+    out.extend(block)  # a block the batch cut short is kept
     return out
 
 

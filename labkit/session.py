@@ -9,7 +9,8 @@
 * Cluster (``RAY_ADDRESS`` set): connect to it, pass no resource arguments, turn on token auth for
   the connection when a token exists, and ship ``labkit`` to the workers in a ``runtime_env``.
 
-Idempotent: a second :func:`start` with the same arguments returns the running session.
+Idempotent: a second :func:`start` with the same arguments returns the running session (a
+notebook's Run All again), after shutting down the Serve apps an earlier run left running.
 :meth:`Session.stop` tears down Serve (if started) and then Ray; it never runs ``ray stop``.
 """
 
@@ -154,8 +155,12 @@ class Session:
             return []
         from ray import serve
 
-        apps = sorted(serve.status().applications)
-        serve.shutdown()
+        try:
+            apps = sorted(serve.status().applications)
+            serve.shutdown()
+        except Exception as exc:  # noqa: BLE001 - a wedged controller must not stop the setup
+            print(f"labkit: Serve from an earlier run did not shut down: {exc!r}", file=sys.stderr)
+            return []
         print(
             f"labkit: Serve shut down, with the apps an earlier run left running "
             f"({', '.join(apps) or 'none'}): a rerun starts with every CPU free",

@@ -111,7 +111,7 @@ class Stages:
 
         start = self._clock()
         try:
-            with cpu_by_kind() as use:
+            with cpu_by_kind(sample_s=0.5) as use:  # workers that end in the stage count too
                 yield
         finally:
             self.windows[name] = (start - self.origin, self._clock() - self.origin)

@@ -109,6 +109,7 @@ COVERED_BY = {
 }
 
 
+@pytest.hookimpl(trylast=True)  # after -m / -k: a module they deselect covers nothing
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A notebook that a collected test module runs whole (:data:`COVERED_BY`) is deselected
     from nbmake's items, so that ``make test`` runs it once, in that module."""

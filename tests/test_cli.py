@@ -171,10 +171,11 @@ def test_rerun_runs_all_but_the_teardown_then_all_again_in_one_kernel(tmp_path, 
     assert "99_tiny.ipynb ok" in capsys.readouterr().out
 
 
-def test_the_rerun_rotation_reaches_every_lesson_in_as_many_days():
+def test_the_rerun_rotation_reaches_every_other_lesson_in_as_many_days():
     lessons = cli.notebooks_to_run([])
-    picked = {cli.rotation_pick(day, lessons).name[:2] for day in range(100, 100 + len(lessons))}
-    assert picked == {path.name[:2] for path in lessons}
-    assert {"10", "11", "12"} <= picked
-    with pytest.raises(ValueError, match="no lessons"):
-        cli.rotation_pick(1, [])
+    chosen = cli.notebooks_to_run(["07"])
+    others = [p for p in lessons if p not in chosen and p.name[:2] != "04"]
+    picked = {cli.rotation_pick(day, lessons, chosen).name[:2] for day in range(len(others))}
+    assert picked == {path.name[:2] for path in others}
+    assert {"10", "11", "12"} <= picked and not {"04", "07"} & picked
+    assert cli.rotation_pick(1, lessons, lessons) is None

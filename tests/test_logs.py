@@ -64,8 +64,6 @@ def test_rays_own_chatter_is_dropped_and_the_learners_lines_are_kept():
         "SystemExit: 1",
         "Reporting training result 1: TrainingReport(checkpoint=Checkpoint(...), metrics={})",
         "Checkpoint successfully created at: Checkpoint(filesystem=local, path=/x)",
-        "WARNING: 8 PYTHON worker processes have been started on node: 2f00c1 with address: "
-        "192.0.2.2, which is 4x the maximum expected startup concurrency (2). This could be",
         "and me",
     ]
     assert logs.drop_noise(lines) == ["keep me", "and me"]
@@ -100,3 +98,25 @@ def test_ray_error_messages_are_filtered_too(capsys):
     out = capsys.readouterr()
     text = out.out + out.err
     assert "a real error" in text and "graceful_shutdown" not in text
+
+
+def test_a_noisy_block_that_ends_otherwise_is_kept_whole():
+    lines = [
+        "Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7f07>",
+        "Traceback (most recent call last):",
+        '  File "/x/app.py", line 3, in _remove',
+        "KeyError: 'a real error'",
+        "after",
+    ]
+    assert logs.drop_noise(lines) == lines
+
+
+def test_the_worker_start_warning_is_dropped_only_while_a_lesson_expects_it(monkeypatch):
+    line = (
+        "WARNING: 8 PYTHON worker processes have been started on node: 2f00c1 with address: "
+        "192.0.2.2, which is 4x the maximum expected startup concurrency (2). This could be"
+    )
+    monkeypatch.setattr(logs, "_worker_starts_until", 0.0)
+    assert logs.drop_noise([line]) == [line]  # a clue, by default
+    logs.expect_worker_starts(30)
+    assert logs.drop_noise([line]) == []

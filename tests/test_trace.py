@@ -86,22 +86,28 @@ def test_stages_measure_windows_and_read_the_timeline_inside_them():
 
 
 def test_stages_count_the_cpu_of_work_the_timeline_does_not_list():
-    """A Ray worker process busy in a stage shows in worker_cpu_s, with no task in the timeline
-    (as Serve's replicas answering HTTP requests)."""
+    """Ray worker processes busy in a stage show in worker_cpu_s, with no task in the timeline
+    (as Serve's replicas answering HTTP requests): one that outlives the stage, and one that
+    ends inside it (as a Tune trial or Train's worker group does)."""
     import subprocess
     import sys
     import time
 
-    spin = "import time\nend = time.time() + 0.8\nwhile time.time() < end: pass\ntime.sleep(30)"
+    spin = "import time\nwhile time.process_time() < 1.2: pass\n"  # CPU seconds, not wall
     stages = trace.Stages()
     with stages("serve"):
-        proc = subprocess.Popen([sys.executable, "-c", spin, "default_worker.py"])
-        time.sleep(1.5)  # it spins 0.8 s, then sleeps past the stage's end
-    proc.kill()
-    proc.wait()
+        lasting = subprocess.Popen(
+            [sys.executable, "-c", spin + "time.sleep(60)", "default_worker.py"]
+        )
+        ending = subprocess.Popen([sys.executable, "-c", spin, "default_worker.py"])
+        ending.wait(timeout=60)
+        time.sleep(1.2)  # past two of the stage's samples
+    lasting.kill()
+    lasting.wait()
     table = stages.table(trace.task_spans([], origin=stages.origin), n_slots=1)
     assert table.loc["serve", "busy"] == 0.0  # nothing in the timeline
-    assert table.loc["serve", "worker_cpu_s"] >= 0.5  # the OS saw the worker spin
+    # 1.2 CPU-s each; the one that ended counts up to its last sample, at most 0.5 s before
+    assert table.loc["serve", "worker_cpu_s"] >= 1.7
 
 
 STATS = """Operator 0 ReadFiles:
