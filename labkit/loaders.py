@@ -7,6 +7,7 @@ slices (``batch_size=None``), never by collating one sample at a time.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,12 @@ class ParquetBatches(IterableDataset):
             for batch in reader.iter_batches(batch_size=self.batch_size, columns=[self.x, self.y]):
                 xs = column_to_numpy(batch.column(self.x))
                 ys = column_to_numpy(batch.column(self.y))
-                yield torch.from_numpy(np.ascontiguousarray(xs)), torch.from_numpy(ys)
+                with warnings.catch_warnings():
+                    # Arrow's buffers are read-only and the loop only reads them: no copy
+                    # (the DataLoader's workers copy into shared memory anyway)
+                    warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                    pair = torch.from_numpy(np.ascontiguousarray(xs)), torch.from_numpy(ys)
+                yield pair
 
 
 def parquet_loader(folder: str | os.PathLike[str], batch_size: int, num_workers: int) -> DataLoader:
