@@ -11,7 +11,7 @@ NOTEBOOKS := $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
 # A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
 CELL_TIMEOUT ?= 600
 
-.PHONY: install lab test test-exercises test-rerun exercises run lint strip clean doctor prometheus tools
+.PHONY: install lab test test-unit test-exercises test-rerun exercises run lint strip clean doctor prometheus tools
 
 # SLOW_IMPORT: every Ray process (driver, each worker, each actor) imports jsonschema, and
 # jsonschema imports rfc3987-syntax when it is installed (JupyterLab's jupyter-events pulls it in
@@ -58,6 +58,12 @@ test: install tools
 	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
 	  $(PY) -m pytest tests --nbmake $(NOTEBOOKS) --nbmake-timeout=$(CELL_TIMEOUT) \
 	  --durations=0 --durations-min=1.0
+
+# The fast tier: no notebook, no Ray, no server (markers in pyproject.toml; a test that starts
+# Ray here fails and names the marker it lacks). Minutes, not half an hour.
+test-unit: install
+	LABKIT_TEST_TIER=unit LABKIT_SIZE=smoke RAY_ADDRESS= \
+	  $(PY) -m pytest tests -m "not ray and not notebook and not network" -q --durations=5
 
 # Learner copies in exercises/ (answers stubbed); `make lab` writes them too.
 exercises: install

@@ -44,6 +44,7 @@ class LocalCluster:
     _cluster: Any = None
     _owner: str = ""
     _added: list = field(default_factory=list)
+    _pointer: Any = None
 
     def start(self) -> LocalCluster:
         """Start the head and the worker nodes, then connect this driver to the head."""
@@ -64,10 +65,10 @@ class LocalCluster:
             "dashboard_port": free_port(),
             **self.head,
         }
-        # cluster_utils records the head's address in Ray's default temp dir: make sure it exists.
-        from ray._common.utils import get_ray_address_file
-
-        Path(get_ray_address_file(None)).parent.mkdir(parents=True, exist_ok=True)
+        # cluster_utils records the head's address in Ray's default temp dir, where the State API,
+        # `ray status` and a bare ray.init() look for "the" cluster: keep what was there, and put
+        # it back at stop, so that no later call is sent to this cluster once it is gone.
+        self._pointer = _AddressPointer.save()
         try:
             self._cluster = Cluster(initialize_head=True, head_node_args=head_args)
             lifecycle.claim(self)
@@ -136,6 +137,7 @@ class LocalCluster:
         if self._cluster is None:
             lifecycle.release(self)
             return
+        ours = self._cluster.address
         try:
             if ray.is_initialized():
                 ray.shutdown()
@@ -144,6 +146,9 @@ class LocalCluster:
                 self._cluster.shutdown()
             finally:
                 raystart.clear(self.temp_dir, self._owner)
+                if self._pointer is not None:
+                    self._pointer.restore(ours)
+                    self._pointer = None
                 self._cluster = None
                 lifecycle.release(self)
 
@@ -152,6 +157,36 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass
+class _AddressPointer:
+    """Ray's "current cluster" file (``/tmp/ray/ray_current_cluster``), saved and put back."""
+
+    path: Path
+    before: str | None
+
+    @classmethod
+    def save(cls) -> _AddressPointer:
+        from ray._common.utils import get_ray_address_file
+
+        path = Path(get_ray_address_file(None))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return cls(path, path.read_text() if path.exists() else None)
+
+    def restore(self, ours: str) -> None:
+        """Put back what was there, unless someone else has written the file since we did
+        (``ray.shutdown()`` in the driver may have removed it: that is ours too)."""
+        try:
+            now = self.path.read_text().strip() if self.path.exists() else None
+            if now not in (None, ours):
+                return
+            if self.before is None:
+                self.path.unlink(missing_ok=True)
+            else:
+                self.path.write_text(self.before)
+        except OSError:
+            pass
 
 
 # ---------------------------------------------------------------- elastic (autoscaling) cluster

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -58,6 +59,12 @@ def _ray_descendants() -> list[psutil.Process]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if UNIT_TIER and _ray_sessions():
+        print(
+            "\nUNIT TIER FAILED: a test started Ray in a subprocess (mark it ray or notebook): "
+            + ", ".join(str(p) for p in _ray_sessions()[:3])
+        )
+        session.exitstatus = 1
     deadline = time.monotonic() + 15
     left = suite_processes()
     while left and time.monotonic() < deadline:
@@ -107,6 +114,38 @@ COVERED_BY = {
     # Run All without the teardown, then Run All again: every cell runs, the teardown last
     "04_scheduling_and_resources.ipynb": "tests/test_rerun.py",
 }
+
+
+# ---------------------------------------------------------------- tiers: markers, kept honest
+
+#: ``make test-unit`` sets it: any test that starts Ray there fails, naming the marker it lacks.
+UNIT_TIER = os.environ.get("LABKIT_TEST_TIER") == "unit"
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """nbmake's items are notebooks, and they start Ray (marked before ``-m`` reads markers)."""
+    if not item.nodeid.startswith("tests/"):
+        item.add_marker(pytest.mark.notebook)
+        item.add_marker(pytest.mark.ray)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """In the unit tier, a test that leaves this process connected to Ray fails at once."""
+    result = yield
+    if UNIT_TIER and "ray" in sys.modules:
+        import ray
+
+        if ray.is_initialized():
+            raise AssertionError(
+                f"{item.nodeid} starts Ray: mark it @pytest.mark.ray (make test-unit runs none)"
+            )
+    return result
+
+
+def _ray_sessions() -> list[Path]:
+    """Ray session folders under the suite's temp dir: each is a Ray that something started."""
+    return sorted(Path(SUITE_TMP).glob("**/session_2*"))
 
 
 @pytest.hookimpl(trylast=True)  # after -m / -k: a module they deselect covers nothing

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -20,6 +21,25 @@ def state_dir(tmp_path, monkeypatch):
 
 
 def test_local_cluster_places_tasks_on_separate_nodes_and_cleans_up(state_dir):
+    from ray._common.utils import get_ray_address_file
+
+    # Ray's "current cluster" file, where the State API and `ray status` look for a cluster: it
+    # names another one (the suite's own temp dir, so nothing outside the suite is touched).
+    pointer = Path(get_ray_address_file(None))
+    assert str(pointer).startswith(os.environ["RAY_TMPDIR"])
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    saved = pointer.read_text() if pointer.exists() else None
+    pointer.write_text("127.0.0.1:1")
+    try:
+        _places_tasks_on_separate_nodes_and_cleans_up(pointer)
+    finally:
+        if saved is None:
+            pointer.unlink(missing_ok=True)
+        else:
+            pointer.write_text(saved)
+
+
+def _places_tasks_on_separate_nodes_and_cleans_up(pointer):
     import ray
 
     with cluster.LocalCluster(
@@ -47,7 +67,10 @@ def test_local_cluster_places_tasks_on_separate_nodes_and_cleans_up(state_dir):
             time.sleep(1)
         assert len([n for n in ray.nodes() if n["Alive"]]) == 2
         assert procs.alive(f"cluster:{temp_dir}")
+        assert pointer.read_text().strip() == c.address  # cluster_utils points there while it runs
     assert not ray.is_initialized()
+    # ... and once it is gone, the file names the cluster it named before, not a dead one
+    assert pointer.read_text() == "127.0.0.1:1"
     assert raystart.processes_under(temp_dir) == []
     assert procs.alive(f"cluster:{temp_dir}") == []
 

@@ -154,6 +154,47 @@ def test_no_private_ray_api_in_lesson_code(path):
             )
 
 
+STATE_CALL = re.compile(r"^(list|summarize)_[a-z_]+$|^get_(actor|task|node|objects|log)$")
+
+
+def _state_api_calls_without_address(source: str) -> list[str]:
+    """Calls of names imported from ``ray.util.state`` that do not pass ``address=``."""
+    tree = ast.parse(source)
+    state_names = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "ray.util.state"
+        for alias in node.names
+        if STATE_CALL.match(alias.name)
+    }
+    return [
+        node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in state_names
+        and "address" not in {k.arg for k in node.keywords}
+    ]
+
+
+def test_the_state_api_check_finds_a_call_without_address():
+    source = "from ray.util.state import list_actors\nlist_actors(filters=[])\n"
+    assert _state_api_calls_without_address(source) == ["list_actors"]
+    assert _state_api_calls_without_address(source.replace("(filters", "(address=a, filters")) == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_state_api_call_names_its_cluster(path):
+    """Without ``address=``, the State API asks RAY_ADDRESS or the last cluster on the machine."""
+    nb = nbformat.read(path, as_version=4)
+    lines = [line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines()]
+    source = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+    assert not _state_api_calls_without_address(source), (
+        f"{path.name}: pass address= (session.address or the dashboard's URL) to these State API "
+        "calls, or they may reach RAY_ADDRESS's cluster or a dead one"
+    )
+
+
 # ---------------------------------------------------------------- one vocabulary (STYLE.md)
 
 SCALE_KEY = re.compile(

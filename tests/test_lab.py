@@ -9,9 +9,12 @@ import urllib.error
 import urllib.request
 
 import psutil
+import pytest
 
 from labkit import procs
 from labkit.net import free_port
+
+pytestmark = pytest.mark.network
 
 
 def test_lab_server_is_loopback_only_with_token_auth(tmp_path):

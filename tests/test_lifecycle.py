@@ -70,6 +70,7 @@ def test_records_without_a_driver_are_never_orphans(state_dir):
         proc.wait()
 
 
+@pytest.mark.ray
 def test_ray_started_outside_the_kit_is_not_the_kits_to_stop(monkeypatch):
     import ray
 

@@ -12,6 +12,8 @@ import labkit
 from labkit import loadgen
 from labkit.net import free_port
 
+pytestmark = pytest.mark.network
+
 
 class Server:
     """A small aiohttp server on 127.0.0.1 in a thread, counting what it received."""

@@ -19,6 +19,8 @@ import pytest
 from labkit import prom
 from labkit.params import repo_root
 
+pytestmark = [pytest.mark.notebook, pytest.mark.ray, pytest.mark.network]
+
 NOTEBOOK = repo_root() / "notebooks" / "10_observability_and_security.ipynb"
 
 

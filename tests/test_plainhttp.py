@@ -11,6 +11,8 @@ from pydantic import BaseModel
 from labkit import procs
 from labkit.plainhttp import PlainServer
 
+pytestmark = pytest.mark.network
+
 
 def test_serves_a_pickled_app_on_loopback_and_stops():
     offset = 0.5

@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 from labkit import procs, prom
 from labkit.checks import wait_until
 
+pytestmark = pytest.mark.network
+
 TEXT = """# HELP ray_orders_total orders
 # TYPE ray_orders_total counter
 ray_orders_total{size="small"} 3.0

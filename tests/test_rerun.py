@@ -13,7 +13,7 @@ import pytest
 from labkit import nbrun
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.notebook, pytest.mark.ray]
 
 
 def _lesson_clusters() -> set[int]:
