@@ -135,6 +135,9 @@ class LocalCluster:
 
         atexit.unregister(self.stop)
         if self._cluster is None:
+            if self._pointer is not None:  # Cluster() failed: whatever it wrote is not a cluster
+                self._pointer.put_back()
+                self._pointer = None
             lifecycle.release(self)
             return
         ours = self._cluster.address
@@ -175,18 +178,37 @@ class _AddressPointer:
         return cls(path, path.read_text() if path.exists() else None)
 
     def restore(self, ours: str) -> None:
-        """Put back what was there, unless someone else has written the file since we did
-        (``ray.shutdown()`` in the driver may have removed it: that is ours too)."""
+        """Put back what was there if that cluster still answers, else leave no file; unless
+        someone else has written the file since we did (``ray.shutdown()`` in the driver may
+        have removed it: that is ours too)."""
         try:
             now = self.path.read_text().strip() if self.path.exists() else None
-            if now not in (None, ours):
-                return
-            if self.before is None:
-                self.path.unlink(missing_ok=True)
-            else:
-                self.path.write_text(self.before)
+            if now in (None, ours):
+                self.put_back()
         except OSError:
             pass
+
+    def put_back(self) -> None:
+        """The saved address if its cluster still answers; else no file (no dead pointer)."""
+        try:
+            if self.before is not None and _answers(self.before.strip()):
+                self.path.write_text(self.before)
+            else:
+                self.path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _answers(address: str, timeout: float = 0.5) -> bool:
+    """Whether ``host:port`` accepts a TCP connection (a GCS that is still running)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 # ---------------------------------------------------------------- elastic (autoscaling) cluster

@@ -122,25 +122,56 @@ COVERED_BY = {
 UNIT_TIER = os.environ.get("LABKIT_TEST_TIER") == "unit"
 
 
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """nbmake's items are notebooks, and they start Ray (marked before ``-m`` reads markers)."""
-    if not item.nodeid.startswith("tests/"):
-        item.add_marker(pytest.mark.notebook)
-        item.add_marker(pytest.mark.ray)
+class _NotebookMarkers:
+    """nbmake's items are notebooks, and they start Ray: marked before ``-m`` deselects. (A
+    plugin object, since this conftest's own hooks do not reach items under notebooks/.)"""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if not item.nodeid.startswith("tests/"):
+                item.add_marker(pytest.mark.notebook)
+                item.add_marker(pytest.mark.ray)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_NotebookMarkers(), "labkit-notebook-markers")
+
+
+def _unit_tier_refuses(what: str):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{what}: this test starts Ray; mark it @pytest.mark.ray")
+
+    return refuse
+
+
+@pytest.fixture(autouse=True)
+def _no_ray_in_the_unit_tier(request, monkeypatch):
+    """In ``make test-unit``, starting Ray in this process fails the test that does it."""
+    if UNIT_TIER and request.node.get_closest_marker("ray") is None:
+        import ray
+        import ray.cluster_utils
+
+        monkeypatch.setattr(ray, "init", _unit_tier_refuses("ray.init"))
+        monkeypatch.setattr(ray.cluster_utils, "Cluster", _unit_tier_refuses("Cluster"))
+    yield
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """In the unit tier, a test that leaves this process connected to Ray fails at once."""
-    result = yield
-    if UNIT_TIER and "ray" in sys.modules:
-        import ray
+    """In the unit tier, a test that leaves this process connected to Ray fails (and Ray is
+    shut down, so that the next test is not blamed)."""
+    try:
+        return (yield)
+    finally:
+        if UNIT_TIER and "ray" in sys.modules:
+            import ray
 
-        if ray.is_initialized():
-            raise AssertionError(
-                f"{item.nodeid} starts Ray: mark it @pytest.mark.ray (make test-unit runs none)"
-            )
-    return result
+            if ray.is_initialized():
+                ray.shutdown()
+                raise AssertionError(
+                    f"{item.nodeid} starts Ray: mark it @pytest.mark.ray (make test-unit runs none)"
+                )
 
 
 def _ray_sessions() -> list[Path]:

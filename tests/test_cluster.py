@@ -1,6 +1,7 @@
 """Local multi-node clusters (real raylets on one machine), and a workshop cluster."""
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -29,17 +30,38 @@ def test_local_cluster_places_tasks_on_separate_nodes_and_cleans_up(state_dir):
     assert str(pointer).startswith(os.environ["RAY_TMPDIR"])
     pointer.parent.mkdir(parents=True, exist_ok=True)
     saved = pointer.read_text() if pointer.exists() else None
-    pointer.write_text("127.0.0.1:1")
-    try:
-        _places_tasks_on_separate_nodes_and_cleans_up(pointer)
-    finally:
-        if saved is None:
-            pointer.unlink(missing_ok=True)
-        else:
-            pointer.write_text(saved)
+    with socket.create_server(("127.0.0.1", 0)) as other:  # "another cluster" that answers
+        elsewhere = f"127.0.0.1:{other.getsockname()[1]}"
+        pointer.write_text(elsewhere)
+        try:
+            _places_tasks_on_separate_nodes_and_cleans_up(pointer, elsewhere)
+        finally:
+            _put(pointer, saved)
 
 
-def _places_tasks_on_separate_nodes_and_cleans_up(pointer):
+def _put(pointer: Path, text: str | None) -> None:
+    if text is None:
+        pointer.unlink(missing_ok=True)
+    else:
+        pointer.write_text(text)
+
+
+def test_the_current_cluster_file_gets_back_a_live_address_and_loses_a_dead_one(tmp_path):
+    pointer = tmp_path / "ray_current_cluster"
+    with socket.create_server(("127.0.0.1", 0)) as live:
+        alive = f"127.0.0.1:{live.getsockname()[1]}"
+        for before, expected in [(alive, alive), ("127.0.0.1:1", None), (None, None)]:
+            _put(pointer, before)
+            saved = cluster._AddressPointer(pointer, before)
+            pointer.write_text("127.0.0.1:2")  # what cluster_utils writes: ours
+            saved.restore("127.0.0.1:2")
+            assert (pointer.read_text() if pointer.exists() else None) == expected, before
+        pointer.write_text("10.0.0.9:6379")  # somebody else's since: left alone
+        cluster._AddressPointer(pointer, alive).restore("127.0.0.1:2")
+        assert pointer.read_text() == "10.0.0.9:6379"
+
+
+def _places_tasks_on_separate_nodes_and_cleans_up(pointer, elsewhere):
     import ray
 
     with cluster.LocalCluster(
@@ -70,7 +92,7 @@ def _places_tasks_on_separate_nodes_and_cleans_up(pointer):
         assert pointer.read_text().strip() == c.address  # cluster_utils points there while it runs
     assert not ray.is_initialized()
     # ... and once it is gone, the file names the cluster it named before, not a dead one
-    assert pointer.read_text() == "127.0.0.1:1"
+    assert pointer.read_text() == elsewhere
     assert raystart.processes_under(temp_dir) == []
     assert procs.alive(f"cluster:{temp_dir}") == []
 

@@ -154,33 +154,60 @@ def test_no_private_ray_api_in_lesson_code(path):
             )
 
 
-STATE_CALL = re.compile(r"^(list|summarize)_[a-z_]+$|^get_(actor|task|node|objects|log)$")
+STATE_CALL = re.compile(
+    r"^(list|summarize)_[a-z_]+$|^get_(actor|task|node|objects|log|job|placement_group|worker)$"
+)
 
 
 def _state_api_calls_without_address(source: str) -> list[str]:
-    """Calls of names imported from ``ray.util.state`` that do not pass ``address=``."""
+    """Calls of ``ray.util.state``'s functions (imported by name, through the module under any
+    name, or spelled out) that pass no address: neither ``address=``, nor ``**kwargs``, nor, for
+    ``list_*``/``summarize_*``, a first positional argument."""
     tree = ast.parse(source)
-    state_names = {
-        alias.asname or alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "ray.util.state"
-        for alias in node.names
-        if STATE_CALL.match(alias.name)
-    }
-    return [
-        node.func.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in state_names
-        and "address" not in {k.arg for k in node.keywords}
-    ]
+    names, modules = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "ray.util.state":
+            names |= {a.asname or a.name for a in node.names if STATE_CALL.match(a.name)}
+        elif isinstance(node, ast.ImportFrom) and node.module == "ray.util":
+            modules |= {a.asname or a.name for a in node.names if a.name == "state"}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name == "ray.util.state" and a.asname}
+
+    def state_function(func: ast.expr) -> str | None:
+        if isinstance(func, ast.Name) and func.id in names:
+            return func.id
+        if isinstance(func, ast.Attribute) and STATE_CALL.match(func.attr):
+            base = ast.unparse(func.value)
+            if base in modules or base == "ray.util.state":
+                return func.attr
+        return None
+
+    missing = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or (name := state_function(node.func)) is None:
+            continue
+        keywords = {k.arg for k in node.keywords}
+        positional = bool(node.args) and not name.startswith("get_")
+        if "address" not in keywords and None not in keywords and not positional:
+            missing.append(name)
+    return missing
 
 
-def test_the_state_api_check_finds_a_call_without_address():
-    source = "from ray.util.state import list_actors\nlist_actors(filters=[])\n"
-    assert _state_api_calls_without_address(source) == ["list_actors"]
-    assert _state_api_calls_without_address(source.replace("(filters", "(address=a, filters")) == []
+@pytest.mark.parametrize(
+    "source, missing",
+    [
+        ("from ray.util.state import list_actors\nlist_actors(filters=[])", ["list_actors"]),
+        ("from ray.util.state import list_actors\nlist_actors(address=a, filters=[])", []),
+        ("from ray.util.state import list_actors\nlist_actors(a)", []),
+        ("from ray.util.state import get_actor\nget_actor(i)", ["get_actor"]),
+        ("from ray.util import state\nstate.summarize_tasks()", ["summarize_tasks"]),
+        ("import ray.util.state as st\nst.list_nodes(**kw)", []),
+        ("import ray\nray.util.state.list_jobs()", ["list_jobs"]),
+        ("import ray\nray.get_actor('x')", []),  # not the State API
+    ],
+)
+def test_the_state_api_check_finds_a_call_without_address(source, missing):
+    assert _state_api_calls_without_address(source) == missing
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
