@@ -170,12 +170,20 @@ class _AddressPointer:
     before: str | None
 
     @classmethod
-    def save(cls) -> _AddressPointer:
+    def save(cls, temp_dir: str | None = None) -> _AddressPointer:
+        """The file under ``temp_dir`` (Ray's default temp dir when None), as it is now."""
         from ray._common.utils import get_ray_address_file
 
-        path = Path(get_ray_address_file(None))
+        path = Path(get_ray_address_file(temp_dir))
         path.parent.mkdir(parents=True, exist_ok=True)
         return cls(path, path.read_text() if path.exists() else None)
+
+    def claim(self, ours: str) -> None:
+        """Name ``ours`` in the file (``restore`` puts back what was there)."""
+        try:
+            self.path.write_text(ours)
+        except OSError:
+            pass
 
     def restore(self, ours: str) -> None:
         """Put back what was there if that cluster still answers, else leave no file; unless

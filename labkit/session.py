@@ -45,6 +45,9 @@ class Session:
     real_gpus: int = 0
     pids: dict[str, list[int]] = field(default_factory=dict)
     init_kwargs: dict[str, Any] = field(default_factory=dict)  # what ray.init was called with
+    # RAY_ADDRESS as it was before a local=True session pointed it at itself (put back at stop)
+    shadowed_address: str | None = None
+    address_pointer: Any = None  # Ray's current-cluster file, naming this session while it runs
     _stopped: bool = False
 
     @property
@@ -134,11 +137,16 @@ class Session:
                         print(f"labkit: serve.shutdown() failed: {exc!r}", file=sys.stderr)
         finally:
             ray.shutdown()
+            if self.address_pointer is not None:
+                self.address_pointer.restore(self.address)
             if self.mode == "local":
                 left = procs.wait_gone([p for plist in self.pids.values() for p in plist])
                 if left:
                     procs.stop(self.owner)
                 procs.forget(self.owner)
+            if self.shadowed_address is not None:
+                os.environ["RAY_ADDRESS"] = self.shadowed_address
+                self.shadowed_address = None
             if _current is self:
                 _current = None
             lifecycle.release(self)
@@ -207,7 +215,10 @@ def start(
 
     ``local=True`` starts a local session even when ``RAY_ADDRESS`` is set, and says so: for a
     lesson whose driver-side parts (a load generator, Serve's proxy, results on local disk) must
-    share the driver's machine.
+    share the driver's machine. While it runs, ``RAY_ADDRESS`` in this process names the local
+    session, so every call that reads it (the State API, ``ray`` CLI commands and Jobs run from
+    the notebook, their subprocesses) goes to the local Ray, never to the shared cluster;
+    :meth:`Session.stop` puts the old value back.
     """
     global _current
     import ray
@@ -233,26 +244,36 @@ def start(
     lifecycle.take_over()
     logs.quiet_ray()
     address = os.environ.get("RAY_ADDRESS", "").strip()
+    shadowed = None
     if local and address and address != "local":
         print(
             f"labkit: this lesson runs on a local Ray of its own; RAY_ADDRESS={address} is not "
             "used here",
             file=sys.stderr,
         )
+        shadowed = os.environ.pop("RAY_ADDRESS")
         address = ""
-    if address and address != "local":
-        _current = _connect(address, requested, runtime_env, ray_kwargs)
-    else:
-        _current = _start_local(
-            requested,
-            num_cpus,
-            num_gpus,
-            resources,
-            object_store_memory,
-            dashboard,
-            ray_kwargs,
-            runtime_env,
-        )
+    try:
+        if address and address != "local":
+            _current = _connect(address, requested, runtime_env, ray_kwargs)
+        else:
+            _current = _start_local(
+                requested,
+                num_cpus,
+                num_gpus,
+                resources,
+                object_store_memory,
+                dashboard,
+                ray_kwargs,
+                runtime_env,
+            )
+    except BaseException:
+        if shadowed is not None:
+            os.environ["RAY_ADDRESS"] = shadowed
+        raise
+    if shadowed is not None:
+        os.environ["RAY_ADDRESS"] = _current.address
+        _current.shadowed_address = shadowed
     atexit.register(_current.stop)
     lifecycle.claim(_current)
     logs.filter_worker_logs()
@@ -360,6 +381,13 @@ def _start_local(
         init_kwargs=kwargs,
     )
     procs.remember(pids, session.owner)
+    # Name this session in Ray's current-cluster file, as `ray start` does: a job submitted to it
+    # resolves its driver's address "auto" from that file, and without one it takes any GCS it
+    # finds on the machine, which may be another cluster's (seen with a workshop cluster up).
+    from labkit.cluster import _AddressPointer
+
+    session.address_pointer = _AddressPointer.save(node.get_temp_dir_path())
+    session.address_pointer.claim(session.address)
     return session
 
 

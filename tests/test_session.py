@@ -181,6 +181,27 @@ def test_stop_tears_down_serve_then_ray_and_leaves_nothing():
     assert session.current() is None
 
 
+def test_a_local_lesson_points_ray_address_at_itself_while_it_runs(monkeypatch):
+    """local=True with RAY_ADDRESS set: calls that read RAY_ADDRESS (State API, CLI, Jobs)
+    reach the local session, and the old value comes back at stop."""
+    from ray.util.state import list_nodes
+
+    monkeypatch.setenv("RAY_ADDRESS", "198.18.255.254:6379")  # a cluster that must not be asked
+    s = session.start(num_cpus=1, local=True)
+    try:
+        assert s.mode == "local"
+        assert os.environ["RAY_ADDRESS"] == s.address != "198.18.255.254:6379"
+        assert len(list_nodes()) == 1  # no address: RAY_ADDRESS, i.e. the local session
+        code = "from ray.util.state import list_nodes; print('NODES', len(list_nodes()))"
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
+        assert "NODES 1" in out.stdout, out.stderr[-2000:]  # a subprocess inherits it
+    finally:
+        s.stop()
+    assert os.environ["RAY_ADDRESS"] == "198.18.255.254:6379"
+
+
 def test_joining_an_existing_cluster_ships_labkit(tmp_path):
     """RAY_ADDRESS set: connect with token auth, no resource args, labkit importable on workers."""
     gcs_port, dash_port = net.free_port(), net.free_port()
