@@ -11,7 +11,7 @@ NOTEBOOKS := $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
 # A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
 CELL_TIMEOUT ?= 600
 
-.PHONY: install lab test test-unit test-exercises test-rerun exercises run lint strip clean doctor prometheus tools
+.PHONY: install lab test test-unit test-cluster test-exercises test-rerun exercises run lint strip clean doctor prometheus tools
 
 # SLOW_IMPORT: every Ray process (driver, each worker, each actor) imports jsonschema, and
 # jsonschema imports rfc3987-syntax when it is installed (JupyterLab's jupyter-events pulls it in
@@ -64,6 +64,14 @@ test: install tools
 test-unit: install
 	LABKIT_TEST_TIER=unit LABKIT_SIZE=smoke RAY_ADDRESS= \
 	  $(PY) -m pytest tests -m "not ray and not notebook and not network" -q --durations=5
+
+# The lessons on a multi-node cluster (labkit/clustercheck.py): a 0-CPU head and two worker nodes
+# (1 CPU, 2 logical GPUs each; as root, each in a network namespace with a 198.18.x.x address),
+# the joining lessons run with RAY_ADDRESS set, a local lesson checked to send the cluster nothing,
+# the network-cut drill, then down and nothing left. NB="00 06" runs those lessons instead.
+test-cluster: install
+	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-cluster LABKIT_LOGICAL_GPUS= \
+	  $(PY) -m labkit.clustercheck $(NB)
 
 # Learner copies in exercises/ (answers stubbed); `make lab` writes them too.
 exercises: install

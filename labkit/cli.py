@@ -163,6 +163,13 @@ def cmd_clean(args: argparse.Namespace) -> int:
     stopped = procs.stop()
     for e in stopped:
         print(f"stopped {e['name']} pid {e['pid']} (left behind by {e['owner']})")
+    from labkit import netns, workshop
+
+    cluster = workshop.status()
+    if workshop.state_path().is_file() and not cluster["up"]:
+        print(f"a dead workshop cluster's leftovers: {workshop.down_line(workshop.down())}")
+    for name in netns.remove_stale():
+        print(f"removed stale network namespace or link {name}")
     cache = data_dir()
     if cache.is_dir() and not args.keep_data:
         shutil.rmtree(cache)
@@ -238,16 +245,21 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             cpus_per_worker=args.cpus_per_worker,
             head_cpus=args.head_cpus,
             gpus_per_worker=args.gpus_per_worker,
+            object_store_mb=args.object_store_mb,
+            memory_mb=args.memory_mb,
+            namespaced=False if args.one_address else None,
         )
         print(
             f"cluster up: {state['nodes']} nodes, {len(state['pids'])} processes, dashboard "
             f"{state['dashboard']} (temp dir {state['temp_dir']})"
         )
+        print(cluster.nodes_line(state))
+        if cluster.fallback_line(state):
+            print(cluster.fallback_line(state))
         print("point notebooks and `labkit run` at it with:\n" + cluster.exports(state))
         return 0
     if args.action == "down":
-        n = cluster.down()
-        print(f"cluster down: stopped {n} processes" if n else "no kit cluster was up")
+        print(cluster.down_line(cluster.down()))
         return 0
     state = cluster.status()
     if not state["up"]:
@@ -261,6 +273,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         f"{state['nodes']} nodes, "
         f"{state['alive']} processes alive, dashboard {state['dashboard']}"
     )
+    print(cluster.nodes_line(state))
     print(cluster.exports(state))
     return 0
 
@@ -410,6 +423,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpus-per-worker", type=int, default=1)
     p.add_argument("--head-cpus", type=int, default=1)
     p.add_argument("--gpus-per-worker", type=float, default=0, help="logical GPUs per worker node")
+    p.add_argument("--object-store-mb", type=int, default=200, help="per node (default 200)")
+    p.add_argument("--memory-mb", type=int, default=1024, help="per node (default 1024)")
+    p.add_argument(
+        "--one-address",
+        action="store_true",
+        help="every node on the machine's address, even where namespaces are possible",
+    )
     p.set_defaults(func=cmd_cluster)
 
     p = sub.add_parser(

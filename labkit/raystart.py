@@ -108,8 +108,14 @@ def ray_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_ray(args: list[str], env: dict[str, str]) -> None:
-    out = subprocess.run([ray_exe(), *args], env=env, capture_output=True, text=True, timeout=180)
+def run_ray(args: list[str], env: dict[str, str], ns: str | None = None) -> None:
+    """``ray ARGS``, inside network namespace ``ns`` when given (see :mod:`labkit.netns`)."""
+    argv = [ray_exe(), *args]
+    if ns:
+        from labkit.netns import in_ns
+
+        argv = in_ns(ns, argv)
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
     if out.returncode != 0:
         raise RuntimeError(
             f"ray {' '.join(args[:2])} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"

@@ -1,8 +1,12 @@
 """``labkit cluster up|down|status``: a workshop cluster on this machine that outlives the command.
 
-``ray start`` head and worker nodes with their own temp directory and ports, token auth on; the
-address and PIDs are kept in a state file, and ``down`` stops exactly those processes (never
-``ray stop``, which kills every Ray process on the machine).
+``ray start`` head and worker nodes, each with its own temp directory, ports, CPUs, memory and
+object store, token auth on. As root on Linux each worker node runs in a network namespace of its
+own with a 198.18.x.x address (:mod:`labkit.netns`); the head stays in the machine's namespace, on
+the bridge's address, so drivers join as usual. Elsewhere every node shares one address, and the
+state says why. The addresses, PIDs, namespaces and links are kept in a state file, and ``down``
+stops exactly those processes and removes exactly those namespaces and links (never ``ray stop``,
+which kills every Ray process on the machine).
 """
 
 from __future__ import annotations
@@ -15,10 +19,9 @@ from typing import Any
 
 import psutil
 
-from labkit import procs
+from labkit import netns, procs
 from labkit.net import LOCALHOST, free_port
 from labkit.raystart import (
-    clear,
     node_args,
     processes_under,
     ray_env,
@@ -33,61 +36,146 @@ def state_path() -> Path:
     return procs.registry_path().parent / "cluster.json"
 
 
+def _save(state: dict[str, Any]) -> None:
+    path = state_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(path)
+
+
+def shm_free_mb() -> int:
+    """Free space in ``/dev/shm`` (every node's object store lives there), in MiB."""
+    try:
+        return shutil.disk_usage("/dev/shm").free // 2**20
+    except OSError:
+        return 0
+
+
 def up(
     workers: int = 2,
     cpus_per_worker: int = 1,
     head_cpus: int = 1,
     gpus_per_worker: float = 0,
     object_store_mb: int = 200,
+    memory_mb: int = 1024,
+    namespaced: bool | None = None,
 ) -> dict[str, Any]:
-    """Start a head and ``workers`` worker nodes (``ray start``, token auth on); save the state."""
-    if state_path().is_file() and status()["alive"]:
+    """Start a head and ``workers`` worker nodes (``ray start``, token auth on); save the state.
+
+    ``namespaced=None`` gives each worker node a network namespace and a 198.18.x.x address of its
+    own where the machine allows it (:mod:`labkit.netns`) and else puts every node on one address,
+    saying why in ``state["fallback"]``; ``True`` requires namespaces, ``False`` refuses them.
+    Each node gets its own temp dir and explicit CPUs, memory and object store.
+    """
+    if state_path().is_file():
+        if status()["alive"]:
+            raise RuntimeError(
+                f"a kit cluster is already up ({state_path()}); run `labkit cluster down`"
+            )
+        down()  # what a killed run left: its processes, namespaces and links
+    netns.remove_stale()
+    why = netns.unavailable() if namespaced is not False else "asked for one address"
+    if namespaced and why:
+        raise RuntimeError(f"namespaced nodes are not possible here: {why}")
+    stores = (1 + workers) * object_store_mb
+    if stores > 0.8 * shm_free_mb():
         raise RuntimeError(
-            f"a kit cluster is already up ({state_path()}); run `labkit cluster down`"
+            f"{1 + workers} object stores of {object_store_mb} MiB need {stores} MiB of /dev/shm; "
+            f"{shm_free_mb()} MiB are free (pass a smaller object_store_mb)"
         )
     from ray._private.services import get_node_ip_address
 
     temp_dir = short_tempdir("lkc-")
+    tag = Path(temp_dir).name[-4:].lower().replace("_", "x")
     env = ray_env()
     port, dash = free_port(), free_port()
+    state: dict[str, Any] = {
+        "address": None,
+        "dashboard": f"http://{LOCALHOST}:{dash}",
+        "temp_dir": temp_dir,
+        "nodes": 1 + workers,
+        "node_ips": [],
+        "net": None,
+        "fallback": why,
+        "pids": [],
+        "started": time.time(),
+    }
+    _save(state)
     try:
+        if not why:
+
+            def record(net: dict[str, Any]) -> None:  # each step saved: `down` undoes a partial one
+                state["net"] = net
+                _save(state)
+
+            state["net"] = netns.create(tag, workers, record=record, owner=str(state_path()))
+        head_ip = state["net"]["head_ip"] if state["net"] else get_node_ip_address()
         start_head(
-            temp_dir,
+            f"{temp_dir}/head",
             port=port,
             dashboard_port=dash,
             num_cpus=head_cpus,
             object_store_mb=object_store_mb,
             env=env,
+            extra=(f"--node-ip-address={head_ip}", f"--memory={memory_mb * 2**20}"),
         )
-        address = f"{get_node_ip_address()}:{port}"
-        for _ in range(workers):
-            run_ray(
-                [
-                    "start",
-                    f"--address={address}",
-                    f"--num-cpus={cpus_per_worker}",
-                    f"--num-gpus={gpus_per_worker:g}",
-                    *node_args(temp_dir, object_store_mb),
-                ],
-                env,
-            )
+        state["address"] = f"{head_ip}:{port}"
+        state["node_ips"] = [head_ip]
+        _save(state)
+        for i in range(workers):
+            node_ip = state["net"]["nodes"][i]["ip"] if state["net"] else head_ip
+            args = [
+                "start",
+                f"--address={state['address']}",
+                f"--node-ip-address={node_ip}",
+                f"--num-cpus={cpus_per_worker}",
+                f"--num-gpus={gpus_per_worker:g}",
+                f"--memory={memory_mb * 2**20}",
+                *node_args(f"{temp_dir}/w{i}", object_store_mb),
+            ]
+            run_ray(args, env, ns=state["net"]["nodes"][i]["ns"] if state["net"] else None)
+            state["node_ips"].append(node_ip)
     except Exception:
-        clear(temp_dir)
+        down()
         raise
     time.sleep(1.0)
-    procs_now = processes_under(temp_dir)
-    state = {
-        "address": address,
-        "dashboard": f"http://{LOCALHOST}:{dash}",
-        "temp_dir": temp_dir,
-        "nodes": 1 + workers,
-        "pids": [{"pid": p.pid, "create_time": p.create_time()} for p in procs_now],
-        "started": time.time(),
-    }
-    path = state_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state, indent=1))
+    state["pids"] = [{"pid": p.pid, "create_time": p.create_time()} for p in _processes(state)]
+    _save(state)
     return state
+
+
+def _processes(state: dict[str, Any]) -> list[psutil.Process]:
+    """Every process of the cluster: under its temp dir, or inside one of its namespaces."""
+    found = {p.pid: p for p in processes_under(state["temp_dir"])}
+    for node in (state.get("net") or {}).get("nodes", []):
+        for pid in netns.pids_in(node["ns"]):
+            try:
+                found.setdefault(pid, psutil.Process(pid))
+            except psutil.Error:
+                continue
+    return list(found.values())
+
+
+def fallback_line(state: dict[str, Any]) -> str | None:
+    """One line saying the nodes share one address, why, and what root would add."""
+    if not state.get("fallback"):
+        return None
+    return (
+        f"labkit: every node is on {state['node_ips'][0] if state.get('node_ips') else 'one'} "
+        f"address ({state['fallback']}); as root on Linux (sudo) each worker node gets a network "
+        "namespace and a 198.18.x.x address of its own, so traffic between nodes crosses a link"
+    )
+
+
+def nodes_line(state: dict[str, Any]) -> str:
+    """Each node's address, head first (with its namespace where it has one)."""
+    parts = [f"head {state['node_ips'][0]}" if state.get("node_ips") else "head ?"]
+    nodes = (state.get("net") or {}).get("nodes", [])
+    for i, node_ip in enumerate(state.get("node_ips", [])[1:]):
+        where = f" (netns {nodes[i]['ns']})" if i < len(nodes) else ""
+        parts.append(f"worker {i} {node_ip}{where}")
+    return "nodes: " + ", ".join(parts)
 
 
 def _alive(state: dict[str, Any]) -> list[psutil.Process]:
@@ -101,21 +189,42 @@ def status() -> dict[str, Any]:
         return {"up": False, "alive": 0}
     state = json.loads(path.read_text())
     alive = _alive(state)
-    extra = [p for p in processes_under(state["temp_dir"]) if p.pid not in {a.pid for a in alive}]
+    extra = [p for p in _processes(state) if p.pid not in {a.pid for a in alive}]
     return {**state, "up": bool(alive), "alive": len(alive) + len(extra)}
 
 
-def down() -> int:
-    """Stop exactly the processes of the kit's workshop cluster; returns how many were stopped."""
+def down() -> dict[str, Any] | None:
+    """Stop exactly the processes of the kit's workshop cluster (by PID), then remove exactly the
+    namespaces, links and bridge it made. Returns ``{"processes": n, "removed": [names]}``, or
+    None when no kit cluster was up."""
     path = state_path()
     if not path.is_file():
-        return 0
+        return None
     state = json.loads(path.read_text())
-    victims = procs.with_children(_alive(state) + processes_under(state["temp_dir"]))
+    victims = procs.with_children(_alive(state) + _processes(state))
     procs.terminate(victims)
+    removed = []
+    if state.get("net"):
+        removed = netns.remove(state["net"])  # after the processes: deleting one stops nothing
     shutil.rmtree(state["temp_dir"], ignore_errors=True)
     path.unlink()
-    return len(victims)
+    return {"processes": len(victims), "removed": removed}
+
+
+def down_line(gone: dict[str, Any] | None) -> str:
+    """What ``down`` did, in one line."""
+    if gone is None:
+        return "no kit cluster was up"
+    extra = f"; removed {', '.join(gone['removed'])}" if gone["removed"] else ""
+    return f"cluster down: stopped {gone['processes']} processes{extra}"
+
+
+def cut(i: int, up: bool = False) -> None:
+    """Cut (or restore) worker node ``i``'s link: only for namespaced nodes."""
+    state = status()
+    if not state.get("net"):
+        raise RuntimeError("only a cluster with namespaced nodes has links to cut")
+    netns.set_link(state["net"], i, up)
 
 
 def exports(state: dict[str, Any]) -> str:

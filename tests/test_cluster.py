@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import cluster, procs, raystart, workshop
+from labkit import cluster, netns, procs, raystart, workshop
 
 pytestmark = pytest.mark.ray
 
@@ -127,6 +127,12 @@ def test_workshop_cluster_up_join_down(state_dir):
         assert "NODES 2" in joined.stdout and "SUM 14" in joined.stdout
         st = subprocess.run(cli + ["status"], env=env, capture_output=True, text=True, timeout=60)
         assert st.returncode == 0 and state["address"] in st.stdout
+        assert all(node_ip in st.stdout for node_ip in state["node_ips"])  # each node's address
+        if netns.unavailable() is None:  # as root: the worker node in a namespace of its own
+            assert state["net"] and state["node_ips"][1].startswith("198.18.")
+            assert "netns" in st.stdout and state["node_ips"][1] != state["node_ips"][0]
+        else:
+            assert "every node is on" in up.stdout  # the fallback says so in one line
     finally:
         pids = [e["pid"] for e in state.get("pids", [])]
         down = subprocess.run(cli + ["down"], env=env, capture_output=True, text=True, timeout=120)
@@ -136,10 +142,13 @@ def test_workshop_cluster_up_join_down(state_dir):
     )
     assert raystart.processes_under(state["temp_dir"]) == []
     assert not workshop.state_path().exists()
+    if state.get("net"):
+        tag = state["net"]["tag"]
+        assert not [n for n in netns.namespaces() + netns.links() if netns.tag_of(n) == tag]
 
 
 def test_down_without_a_cluster_is_a_no_op(state_dir):
-    assert workshop.down() == 0
+    assert workshop.down() is None
     assert workshop.status() == {"up": False, "alive": 0}
 
 

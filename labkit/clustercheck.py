@@ -1,0 +1,209 @@
+"""``make test-cluster``: the lessons on a multi-node cluster, as an instructor would run them.
+
+Brings up a workshop cluster (:mod:`labkit.workshop`: a 0-CPU head, two worker nodes of one CPU
+and two logical GPUs each, token auth; worker nodes in network namespaces of their own where the
+machine allows it), runs the notebooks through ``labkit run`` with ``RAY_ADDRESS`` pointing at it,
+checks that a lesson which keeps a local Ray of its own sent the cluster nothing, runs the
+network-cut drill (:mod:`labkit.netcut`) where the nodes have links, brings the cluster down and
+checks that no process, namespace, link or bridge is left. Prints each notebook's name and each
+node's address. Exit status 0 only when every step held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from labkit import netns, workshop
+from labkit.params import repo_root
+
+#: Lessons that join the cluster, and those that keep a local Ray of their own there.
+JOIN = ["00", "01", "02", "03", "06", "07"]
+LOCAL = ["10"]
+
+
+DRILL_RESULTS = repo_root() / "results" / "test-cluster" / "netcut.json"
+
+
+def save_drill(drill: dict[str, Any]) -> Path:
+    """Keep a drill's figures where lesson 05 reads them, with when and where they were made."""
+    import platform
+
+    record = {
+        "recorded": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
+        **drill,
+    }
+    DRILL_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    DRILL_RESULTS.write_text(json.dumps(record, indent=1) + "\n")
+    return DRILL_RESULTS
+
+
+def cluster_counts(address: str) -> dict[str, int]:
+    """Jobs (drivers and submitted jobs) and actors the cluster at ``address`` has seen, read in a
+    subprocess. A lesson that reached the cluster shows up as a new job: every task and actor
+    belongs to one (the task list itself is cut at 10,000 rows, so it is not counted)."""
+    code = (
+        "import json, sys\n"
+        "from ray.util import state\n"
+        "a = sys.argv[1]\n"
+        "print(json.dumps({'jobs': len(state.list_jobs(address=a)),\n"
+        "  'actors': len(state.list_actors(address=a, limit=10000))}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(address),
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"cannot read the cluster's state: {out.stderr[-1500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _env(address: str, **extra: str) -> dict[str, str]:
+    return dict(os.environ, RAY_ADDRESS=address, RAY_AUTH_MODE="token", **extra)
+
+
+def run_lessons(
+    lessons: list[str], address: str, out: Path, data_dir: Path, cell_timeout: int
+) -> list[dict[str, Any]]:
+    """``labkit run`` each lesson with ``RAY_ADDRESS`` set; one outcome per lesson."""
+    results = []
+    for nb in lessons:
+        start = time.monotonic()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "labkit.cli",
+                "run",
+                nb,
+                "--out",
+                str(out),
+                "--cell-timeout",
+                str(cell_timeout),
+            ],
+            env=_env(address, LABKIT_SIZE="smoke", LABKIT_DATA_DIR=str(data_dir)),
+            capture_output=True,
+            text=True,
+        )
+        seconds = time.monotonic() - start
+        ok = proc.returncode == 0
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        print(
+            f"test-cluster: {nb} {'ok' if ok else 'FAILED'} in {seconds:.0f} s"
+            + ("" if ok else "\n  " + "\n  ".join(tail)),
+            flush=True,
+        )
+        results.append({"notebook": nb, "ok": ok, "seconds": round(seconds, 1)})
+    return results
+
+
+def storage_under_temp_dirs(temp_dir: str) -> list[str]:
+    """Train or Tune storage a lesson wrote under a node's temp dir (it belongs on shared disk)."""
+    found = []
+    for path in Path(temp_dir).rglob("*"):
+        name = path.name
+        if path.is_dir() and (
+            name.startswith(("checkpoint_", "TorchTrainer_", "TuneTrainable_"))
+            or name in {"ray_results", "tuner.pkl"}
+        ):
+            found.append(str(path))
+    return found
+
+
+def leftovers(state: dict[str, Any]) -> list[str]:
+    """What the cluster left after ``down``: processes, namespaces, links, its state file."""
+    left = [f"pid {p.pid}" for p in workshop._processes(state)]
+    tag = (state.get("net") or {}).get("tag")
+    if tag:
+        names = set(netns.namespaces()) | set(netns.links())
+        left += [n for n in names if tag in n and n.startswith(netns.PREFIX)]
+    if workshop.state_path().exists():
+        left.append(str(workshop.state_path()))
+    return left
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m labkit.clustercheck", description=__doc__)
+    ap.add_argument("lessons", nargs="*", help=f"lessons that join (default {' '.join(JOIN)})")
+    ap.add_argument(
+        "--local", nargs="*", default=LOCAL, help="lessons with a local Ray of their own"
+    )
+    ap.add_argument("--out", default=str(repo_root() / "runs" / "test-cluster"))
+    ap.add_argument("--cell-timeout", type=int, default=600)
+    ap.add_argument("--no-drill", action="store_true", help="skip the network-cut drill")
+    ap.add_argument(
+        "--save",
+        action="store_true",
+        help=f"write the drill's figures to {DRILL_RESULTS.relative_to(repo_root())} (lesson 05)",
+    )
+    args = ap.parse_args(argv)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    data_dir = Path(tempfile.mkdtemp(prefix="labkit-shared-"))  # outside the repository
+    started = time.monotonic()
+    state = workshop.up(workers=2, cpus_per_worker=1, head_cpus=0, gpus_per_worker=2)
+    failures: list[str] = []
+    report: dict[str, Any] = {"nodes": state["node_ips"], "namespaced": bool(state["net"])}
+    try:
+        print(f"test-cluster: up in {time.monotonic() - started:.0f} s", flush=True)
+        print("test-cluster: " + workshop.nodes_line(state), flush=True)
+        if workshop.fallback_line(state):
+            print(workshop.fallback_line(state), flush=True)
+        address = state["address"]
+        report["lessons"] = run_lessons(
+            args.lessons or JOIN, address, out, data_dir, args.cell_timeout
+        )
+        try:
+            before = cluster_counts(address)
+            report["local"] = run_lessons(args.local, address, out, data_dir, args.cell_timeout)
+            after = cluster_counts(address)
+            saw = {k: after[k] - before[k] for k in after}
+            report["local_lessons_sent_the_cluster"] = saw
+            print(f"test-cluster: the local lessons sent the cluster {saw}", flush=True)
+            if any(saw.values()):
+                failures.append(f"a local lesson reached the cluster: {saw}")
+        except Exception as exc:  # noqa: BLE001 - report it and go on to the drill
+            report.setdefault("local", [])
+            failures.append(f"the local-lesson check failed: {exc}")
+        failures += [
+            f"{r['notebook']} failed" for r in report["lessons"] + report["local"] if not r["ok"]
+        ]
+        stray = storage_under_temp_dirs(state["temp_dir"])
+        if stray:
+            failures.append(f"Train/Tune storage under a node's temp dir: {stray[:5]}")
+        if state["net"] and not args.no_drill:
+            from labkit import netcut
+
+            report["drill"] = netcut.drill(state)
+            failures += report["drill"].get("failures", [])
+            if args.save and not report["drill"].get("failures"):
+                save_drill(report["drill"])
+    finally:
+        workshop.down()
+    left = leftovers(state)
+    if left:
+        failures.append(f"left behind after down: {left}")
+    report["seconds"] = round(time.monotonic() - started, 1)
+    report["failures"] = failures
+    (out / "test-cluster.json").write_text(json.dumps(report, indent=1))
+    print(
+        f"test-cluster: {'ok' if not failures else 'FAILED'} in {report['seconds']:.0f} s"
+        + "".join(f"\n  {f}" for f in failures),
+        flush=True,
+    )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
