@@ -165,8 +165,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
         print(f"stopped {e['name']} pid {e['pid']} (left behind by {e['owner']})")
     from labkit import netns, workshop
 
-    cluster = workshop.status()
-    if workshop.state_path().is_file() and not cluster["up"]:
+    cluster = workshop.status()  # "alive" counts a cluster still starting up, too
+    if workshop.state_path().is_file() and not cluster["alive"]:
         print(f"a dead workshop cluster's leftovers: {workshop.down_line(workshop.down())}")
     for name in netns.remove_stale():
         print(f"removed stale network namespace or link {name}")

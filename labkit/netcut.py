@@ -52,13 +52,17 @@ def drill(state: dict[str, Any], victim: int = 1, timeout: float = 180.0) -> dic
         "print('NETCUT ' + json.dumps(result))\n"
     )
     env = dict(os.environ, RAY_ADDRESS=state["address"], RAY_AUTH_MODE="token", **KEEPALIVE)
-    out = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(state), str(victim), str(timeout)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout + 300,
-    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(state), str(victim), str(timeout)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout + 300,
+        )
+    except subprocess.TimeoutExpired:
+        netns.set_link(state["net"], victim, up=True)
+        return {"failures": [f"the drill's driver did not finish within {timeout + 300:.0f} s"]}
     for line in out.stdout.splitlines():
         if line.startswith("netcut:"):
             print(line, flush=True)
@@ -113,57 +117,65 @@ def _drill(state: dict[str, Any], victim: int, timeout: float) -> dict[str, Any]
         time.sleep(4)  # they are running now, one of them on the victim
         cut_at = time.monotonic()
         netns.set_link(net, victim, up=False)
-        done_at: dict[int, float] = {}
-        while True:
-            now = time.monotonic() - cut_at
-            if "dead_after_s" not in result and victim_ip not in _node_ids(ray):
-                result["dead_after_s"] = round(now, 1)
-            for i, ref in enumerate(running):
-                if i not in done_at and ray.wait([ref], timeout=0, fetch_local=False)[0]:
-                    done_at[i] = round(now, 1)
-            if "dead_after_s" in result and len(done_at) == len(running):
-                break
-            if now > timeout:
-                failures.append(f"the drill did not settle within {timeout:.0f} s of the cut")
-                break
-            time.sleep(0.5)
-        result.setdefault("dead_after_s", None)
-        print(f"netcut: node {victim_ip} declared dead {result['dead_after_s']} s after the cut")
-        ran_on = ray.get(running, timeout=60)
-        result["tasks_done_after_s"] = [done_at.get(i) for i in range(len(running))]
-        result["tasks_lost"] = sum(home == node for home in ran_on)
-        t0 = time.monotonic()
-        values = [ray.get(b[1], timeout=120) for b in blocks]
-        result["rebuild_s"] = round(time.monotonic() - t0, 1)
-        expected = [
-            np.random.default_rng(seed).standard_normal(BLOCK) for seed in range(len(blocks))
-        ]
-        result["outputs_on_victim"] = len(on_victim)
-        result["outputs_rebuilt_ok"] = all(np.array_equal(v, e) for v, e in zip(values, expected))
         try:
-            ray.get(held, timeout=60)
-            result["put_object"] = "survived"
-        except (ray.exceptions.ObjectLostError, ray.exceptions.OwnerDiedError) as exc:
-            result["put_object"] = f"lost by design ({type(exc).__name__})"
-        except ray.exceptions.GetTimeoutError:
-            result["put_object"] = "lost (ray.get timed out)"
-        print(
-            f"netcut: {len(running)} tasks in flight finished "
-            f"{result['tasks_done_after_s']} s after the cut, "
-            f"none on the cut node: {result['tasks_lost'] == 0}; "
-            f"{len(on_victim)} of {len(blocks)} task outputs lived on it, all back: "
-            f"{result['outputs_rebuilt_ok']} ({result['rebuild_s']} s); "
-            f"the actor's ray.put object: {result['put_object']}"
-        )
-        if result["tasks_lost"]:
-            failures.append("a task's result came from the cut node")
-        if not result["outputs_rebuilt_ok"]:
-            failures.append("a task output on the cut node was not rebuilt")
-        if not on_victim:
-            failures.append("no task output lived on the cut node: the drill checked nothing")
-        if result["put_object"] == "survived":
-            failures.append("an object owned by the cut node's actor survived: unexpected")
-        netns.set_link(net, victim, up=True)
+            done_at: dict[int, float] = {}
+            while True:
+                now = time.monotonic() - cut_at
+                if "dead_after_s" not in result and victim_ip not in _node_ids(ray):
+                    result["dead_after_s"] = round(now, 1)
+                for i, ref in enumerate(running):
+                    if i not in done_at and ray.wait([ref], timeout=0, fetch_local=False)[0]:
+                        done_at[i] = round(now, 1)
+                if "dead_after_s" in result and len(done_at) == len(running):
+                    break
+                if now > timeout:
+                    failures.append(f"the drill did not settle within {timeout:.0f} s of the cut")
+                    break
+                time.sleep(0.5)
+            result.setdefault("dead_after_s", None)
+            print(
+                f"netcut: node {victim_ip} declared dead {result['dead_after_s']} s after the cut"
+            )
+            ran_on = ray.get(running, timeout=60)
+            result["tasks_done_after_s"] = [done_at.get(i) for i in range(len(running))]
+            result["tasks_lost"] = sum(home == node for home in ran_on)
+            t0 = time.monotonic()
+            values = [ray.get(b[1], timeout=120) for b in blocks]
+            result["rebuild_s"] = round(time.monotonic() - t0, 1)
+            expected = [
+                np.random.default_rng(seed).standard_normal(BLOCK) for seed in range(len(blocks))
+            ]
+            result["outputs_on_victim"] = len(on_victim)
+            result["outputs_rebuilt_ok"] = all(
+                np.array_equal(v, e) for v, e in zip(values, expected)
+            )
+            try:
+                ray.get(held, timeout=60)
+                result["put_object"] = "survived"
+            except (ray.exceptions.ObjectLostError, ray.exceptions.OwnerDiedError) as exc:
+                result["put_object"] = f"lost by design ({type(exc).__name__})"
+            except ray.exceptions.GetTimeoutError:
+                result["put_object"] = "lost (ray.get timed out)"
+            print(
+                f"netcut: {len(running)} tasks in flight finished "
+                f"{result['tasks_done_after_s']} s after the cut, "
+                f"none on the cut node: {result['tasks_lost'] == 0}; "
+                f"{len(on_victim)} of {len(blocks)} task outputs lived on it, all back: "
+                f"{result['outputs_rebuilt_ok']} ({result['rebuild_s']} s); "
+                f"the actor's ray.put object: {result['put_object']}"
+            )
+            if result["tasks_lost"]:
+                failures.append("a task's result came from the cut node")
+            if not result["outputs_rebuilt_ok"]:
+                failures.append("a task output on the cut node was not rebuilt")
+            if not on_victim:
+                failures.append("no task output lived on the cut node: the drill checked nothing")
+            if result["put_object"] == "survived":
+                failures.append("an object owned by the cut node's actor survived: unexpected")
+        except ray.exceptions.GetTimeoutError as exc:
+            failures.append(f"a ray.get after the cut timed out: {first_line(exc)}")
+        finally:
+            netns.set_link(net, victim, up=True)  # whatever happened, the link comes back
         result["raylet_exited_after_restore"] = _raylet_gone(net["nodes"][victim]["ns"], 60)
         result["rejoined"] = victim_ip in _node_ids(ray)
         print(
@@ -176,6 +188,10 @@ def _drill(state: dict[str, Any], victim: int, timeout: float) -> dict[str, Any]
         ray.shutdown()
     result["failures"] = failures
     return result
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _raylet_gone(ns: str, timeout: float) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,17 +57,24 @@ def in_ns(ns: str, argv: list[str]) -> list[str]:
 
 
 def _used_subnets() -> set[ipaddress.IPv4Network]:
-    out = ip("-o", "-4", "addr", "show", check=False).stdout
+    """Subnets this machine has an address on or a route to (a VPN may route part of the range)."""
     used = set()
-    for line in out.splitlines():
+    for line in ip("-o", "-4", "addr", "show", check=False).stdout.splitlines():
         parts = line.split()
         if "inet" in parts:
             used.add(ipaddress.ip_interface(parts[parts.index("inet") + 1]).network)
+    for line in ip("-4", "route", "show", check=False).stdout.splitlines():
+        first = line.split()[0] if line.split() else ""
+        try:
+            if first != "default":
+                used.add(ipaddress.ip_network(first, strict=False))
+        except ValueError:
+            continue
     return used
 
 
 def free_subnet() -> ipaddress.IPv4Network:
-    """The first /24 of 198.18.0.0/15 that no interface of this machine is on."""
+    """The first /24 of 198.18.0.0/15 that no address or route of this machine touches."""
     used = _used_subnets()
     for net in RANGE.subnets(new_prefix=24):
         if not any(net.overlaps(u) for u in used):
@@ -89,10 +97,15 @@ def create(tag: str, workers: int, record, owner: str) -> dict[str, Any]:
 
     Returns ``{"tag", "bridge", "subnet", "head_ip", "nodes": [{"ns", "host", "ip"}, ...]}``.
     """
-    if len(tag) != TAG_LEN:
-        raise ValueError(f"a cluster tag has {TAG_LEN} characters, not {tag!r}")
+    if not re.fullmatch(rf"[a-z0-9]{{{TAG_LEN}}}", tag):
+        raise ValueError(f"a cluster tag is {TAG_LEN} lowercase letters or digits, not {tag!r}")
+    wanted = [f"{PREFIX}br{tag}"] + [v for i in range(workers) for v in names(tag, i).values()]
+    taken = [n for n in wanted if _link_exists(n) or n in namespaces()]
+    if taken:
+        raise RuntimeError(f"cluster tag {tag!r} is taken: {taken} exist")
     MARKERS.mkdir(parents=True, exist_ok=True)
-    (MARKERS / tag).write_text(owner)
+    with open(MARKERS / tag, "x") as marker:  # exclusive: never take over another's tag
+        marker.write(str(Path(owner).resolve()))
     subnet = free_subnet()
     hosts = list(subnet.hosts())
     bridge = f"{PREFIX}br{tag}"
@@ -103,6 +116,7 @@ def create(tag: str, workers: int, record, owner: str) -> dict[str, Any]:
         "head_ip": str(hosts[0]),
         "nodes": [],
     }
+    record(net)  # from here on, `remove(net)` undoes whatever was made, by the tag's names
     ip("link", "add", bridge, "type", "bridge")
     net["bridge"] = bridge
     record(net)
@@ -134,19 +148,23 @@ def pids_in(ns: str) -> list[int]:
 
 
 def remove(net: dict[str, Any]) -> list[str]:
-    """Delete the links, namespaces and bridge of ``net`` (stop their processes first)."""
+    """Delete the links, namespaces and bridge of ``net`` (stop their processes first), by the
+    names its tag gives, so a step that failed before it was recorded leaves nothing either.
+    Returns the names that existed and are gone now."""
+    tag = net["tag"]
+    count = len(net.get("nodes", [])) + 1  # one more: a node that failed before it was recorded
+    candidates = [v for i in range(count) for v in names(tag, i).values()]
     gone = []
-    for node in net.get("nodes", []):
-        if node.get("host") and _link_exists(node["host"]):
-            ip("link", "del", node["host"], check=False)  # its peer goes with it
-            gone.append(node["host"])
-        if node["ns"] in namespaces():
-            ip("netns", "del", node["ns"], check=False)
-            gone.append(node["ns"])
-    if net.get("bridge") and _link_exists(net["bridge"]):
-        ip("link", "del", net["bridge"], check=False)
-        gone.append(net["bridge"])
-    (MARKERS / net["tag"]).unlink(missing_ok=True)
+    for name in candidates + [f"{PREFIX}br{tag}"]:
+        if name.startswith(f"{PREFIX}-") and name in namespaces():
+            ip("netns", "del", name, check=False)
+            if name not in namespaces():
+                gone.append(name)
+        elif _link_exists(name):
+            ip("link", "del", name, check=False)  # a veth's peer goes with it
+            if not _link_exists(name):
+                gone.append(name)
+    (MARKERS / tag).unlink(missing_ok=True)
     return gone
 
 
@@ -164,33 +182,34 @@ def _link_exists(name: str) -> bool:
     return Path("/sys/class/net", name).exists()
 
 
+_KIT_NAME = re.compile(
+    rf"{PREFIX}-([a-z0-9]{{{TAG_LEN}}})-w\d+|{PREFIX}(?:br|v|p)([a-z0-9]{{{TAG_LEN}}})\d*"
+)
+
+
 def tag_of(name: str) -> str | None:
-    """The cluster tag in one of the kit's namespace or link names (None for other names)."""
-    for prefix in (f"{PREFIX}-", f"{PREFIX}br", f"{PREFIX}v"):
-        if name.startswith(prefix) and len(name) >= len(prefix) + TAG_LEN:
-            return name[len(prefix) : len(prefix) + TAG_LEN]
-    return None
+    """The cluster tag in one of the kit's namespace or link names (None for any other name)."""
+    match = _KIT_NAME.fullmatch(name)
+    return (match.group(1) or match.group(2)) if match else None
 
 
-def owned(tag: str) -> bool:
-    """Whether cluster ``tag`` still has an owner: its marker names a state file that exists."""
+def orphaned(tag: str) -> bool:
+    """Whether cluster ``tag`` is the kit's and has lost its owner: a marker exists and the state
+    file it names does not. No marker: not the kit's to touch (whatever its name)."""
     marker = MARKERS / tag
     try:
-        return Path(marker.read_text().strip()).is_file()
+        owner = marker.read_text().strip()
     except OSError:
         return False
+    return not Path(owner).is_file()
 
 
 def stale() -> dict[str, list[str]]:
     """The kit's namespaces and links whose cluster has no owner left (a killed run's)."""
     if unavailable():
         return {"namespaces": [], "links": []}
-    ns = [n for n in namespaces() if tag_of(n) and not owned(tag_of(n))]
-    link = [
-        n
-        for n in links()
-        if n.startswith((f"{PREFIX}br", f"{PREFIX}v")) and tag_of(n) and not owned(tag_of(n))
-    ]
+    ns = [n for n in namespaces() if tag_of(n) and orphaned(tag_of(n))]
+    link = [n for n in links() if tag_of(n) and orphaned(tag_of(n))]
     return {"namespaces": ns, "links": link}
 
 
@@ -212,12 +231,14 @@ def remove_stale() -> list[str]:
         victims = procs.with_children(inside)
         procs.terminate(victims)
         ip("netns", "del", ns, check=False)
-        gone.append(ns)
+        if ns not in namespaces():
+            gone.append(ns)
     for link in found["links"]:
         if _link_exists(link):
             ip("link", "del", link, check=False)
-            gone.append(link)
-    for tag in {tag_of(n) for names in found.values() for n in names}:
+            if not _link_exists(link):
+                gone.append(link)
+    for tag in {tag_of(n) for found_names in found.values() for n in found_names}:
         (MARKERS / tag).unlink(missing_ok=True)
     return gone
 

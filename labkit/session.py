@@ -47,6 +47,7 @@ class Session:
     init_kwargs: dict[str, Any] = field(default_factory=dict)  # what ray.init was called with
     # RAY_ADDRESS as it was before a local=True session pointed it at itself (put back at stop)
     shadowed_address: str | None = None
+    shadowed_api_server: str | None = None  # RAY_API_SERVER_ADDRESS, likewise
     address_pointer: Any = None  # Ray's current-cluster file, naming this session while it runs
     _stopped: bool = False
 
@@ -147,6 +148,9 @@ class Session:
             if self.shadowed_address is not None:
                 os.environ["RAY_ADDRESS"] = self.shadowed_address
                 self.shadowed_address = None
+            if self.shadowed_api_server is not None:
+                os.environ["RAY_API_SERVER_ADDRESS"] = self.shadowed_api_server
+                self.shadowed_api_server = None
             if _current is self:
                 _current = None
             lifecycle.release(self)
@@ -244,7 +248,7 @@ def start(
     lifecycle.take_over()
     logs.quiet_ray()
     address = os.environ.get("RAY_ADDRESS", "").strip()
-    shadowed = None
+    shadowed = api_server = None
     if local and address and address != "local":
         print(
             f"labkit: this lesson runs on a local Ray of its own; RAY_ADDRESS={address} is not "
@@ -252,6 +256,10 @@ def start(
             file=sys.stderr,
         )
         shadowed = os.environ.pop("RAY_ADDRESS")
+        # the State API and Jobs read this one before RAY_ADDRESS: it must not name the cluster
+        api_server = os.environ.pop("RAY_API_SERVER_ADDRESS", None)
+        if api_server is not None:
+            print(f"labkit: RAY_API_SERVER_ADDRESS={api_server} is not used here", file=sys.stderr)
         address = ""
     try:
         if address and address != "local":
@@ -270,10 +278,13 @@ def start(
     except BaseException:
         if shadowed is not None:
             os.environ["RAY_ADDRESS"] = shadowed
+        if api_server is not None:
+            os.environ["RAY_API_SERVER_ADDRESS"] = api_server
         raise
     if shadowed is not None:
         os.environ["RAY_ADDRESS"] = _current.address
         _current.shadowed_address = shadowed
+        _current.shadowed_api_server = api_server
     atexit.register(_current.stop)
     lifecycle.claim(_current)
     logs.filter_worker_logs()

@@ -44,12 +44,13 @@ def _save(state: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def shm_free_mb() -> int:
-    """Free space in ``/dev/shm`` (every node's object store lives there), in MiB."""
+def shm_free_mb() -> int | None:
+    """Free space in ``/dev/shm`` (every node's object store lives there), in MiB; None where
+    there is no ``/dev/shm`` (macOS: Ray puts the stores elsewhere)."""
     try:
         return shutil.disk_usage("/dev/shm").free // 2**20
     except OSError:
-        return 0
+        return None
 
 
 def up(
@@ -78,11 +79,11 @@ def up(
     why = netns.unavailable() if namespaced is not False else "asked for one address"
     if namespaced and why:
         raise RuntimeError(f"namespaced nodes are not possible here: {why}")
-    stores = (1 + workers) * object_store_mb
-    if stores > 0.8 * shm_free_mb():
+    stores, shm = (1 + workers) * object_store_mb, shm_free_mb()
+    if shm is not None and stores > 0.8 * shm:
         raise RuntimeError(
             f"{1 + workers} object stores of {object_store_mb} MiB need {stores} MiB of /dev/shm; "
-            f"{shm_free_mb()} MiB are free (pass a smaller object_store_mb)"
+            f"{shm} MiB are free (pass a smaller object_store_mb)"
         )
     from ray._private.services import get_node_ip_address
 
@@ -148,6 +149,8 @@ def up(
 def _processes(state: dict[str, Any]) -> list[psutil.Process]:
     """Every process of the cluster: under its temp dir, or inside one of its namespaces."""
     found = {p.pid: p for p in processes_under(state["temp_dir"])}
+    if state.get("address"):  # Ray's client server names the GCS address, not the temp dir
+        found.update({p.pid: p for p in processes_under(f"--address={state['address']}")})
     for node in (state.get("net") or {}).get("nodes", []):
         for pid in netns.pids_in(node["ns"]):
             try:
@@ -163,7 +166,7 @@ def fallback_line(state: dict[str, Any]) -> str | None:
         return None
     return (
         f"labkit: every node is on {state['node_ips'][0] if state.get('node_ips') else 'one'} "
-        f"address ({state['fallback']}); as root on Linux (sudo) each worker node gets a network "
+        f"address ({state['fallback']}); as root on Linux each worker node gets a network "
         "namespace and a 198.18.x.x address of its own, so traffic between nodes crosses a link"
     )
 
@@ -201,14 +204,19 @@ def down() -> dict[str, Any] | None:
     if not path.is_file():
         return None
     state = json.loads(path.read_text())
-    victims = procs.with_children(_alive(state) + _processes(state))
-    procs.terminate(victims)
+    stopped: set[int] = set()
+    for _ in range(3):  # a raylet may start a worker between the listing and the signal
+        victims = procs.with_children(_alive(state) + _processes(state))
+        if not victims:
+            break
+        procs.terminate(victims)
+        stopped |= {p.pid for p in victims}
     removed = []
     if state.get("net"):
         removed = netns.remove(state["net"])  # after the processes: deleting one stops nothing
     shutil.rmtree(state["temp_dir"], ignore_errors=True)
     path.unlink()
-    return {"processes": len(victims), "removed": removed}
+    return {"processes": len(stopped), "removed": removed}
 
 
 def down_line(gone: dict[str, Any] | None) -> str:

@@ -30,45 +30,56 @@ def test_free_subnet_is_in_the_benchmarking_range(monkeypatch):
     assert netns.free_subnet().subnet_of(ipaddress.ip_network("198.18.0.0/15"))
 
 
-def test_stale_is_what_no_live_owner_claims(monkeypatch, tmp_path):
+def test_stale_is_only_what_the_kit_marked_and_lost(monkeypatch, tmp_path):
     monkeypatch.setattr(netns, "MARKERS", tmp_path / "markers")
     monkeypatch.setattr(netns, "unavailable", lambda: None)
-    monkeypatch.setattr(netns, "namespaces", lambda: ["lk-ab12-w0", "lk-cd34-w1", "docker-x"])
     monkeypatch.setattr(
-        netns, "links", lambda: ["lo", "eth0", "lkbrab12", "lkvab120", "lkvcd341", "lkbrcd34"]
+        netns, "namespaces", lambda: ["lk-ab12-w0", "lk-cd34-w1", "lk-prod-w0", "docker-x"]
     )
-    assert netns.stale() == {
-        "namespaces": ["lk-ab12-w0", "lk-cd34-w1"],
-        "links": ["lkbrab12", "lkvab120", "lkvcd341", "lkbrcd34"],
-    }
+    monkeypatch.setattr(
+        netns,
+        "links",
+        lambda: ["lo", "eth0", "lkbrab12", "lkvab120", "lkvcd341", "lkbrcd34", "lkvpn-home"],
+    )
+    # no markers: nothing is the kit's to touch, whatever the names look like
+    assert netns.stale() == {"namespaces": [], "links": []}
     owner = tmp_path / "cluster.json"  # a checkout whose cluster ab12 is up
     owner.write_text("{}")
     netns.MARKERS.mkdir()
     (netns.MARKERS / "ab12").write_text(str(owner))
     (netns.MARKERS / "cd34").write_text(str(tmp_path / "gone.json"))  # its owner went away
     assert netns.stale() == {"namespaces": ["lk-cd34-w1"], "links": ["lkvcd341", "lkbrcd34"]}
-    assert [netns.tag_of(n) for n in ("lk-ab12-w0", "lkbrab12", "lkvab120", "eth0")] == [
-        "ab12",
-        "ab12",
-        "ab12",
-        None,
-    ]
+
+
+def test_only_the_kits_own_name_shapes_have_a_tag():
+    kit = ["lk-ab12-w0", "lkbrab12", "lkvab120", "lkpab129"]
+    assert [netns.tag_of(n) for n in kit] == ["ab12"] * 4
+    assert [netns.tag_of(n) for n in ("lk-main", "lkvpn-home", "lkbrab12x", "eth0")] == [None] * 4
 
 
 def test_unavailable_says_why(monkeypatch):
+    monkeypatch.setattr(netns.sys, "platform", "linux")
     monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
     assert "root" in netns.unavailable()
 
 
 @pytest.mark.network
 @pytest.mark.skipif(netns.unavailable() is not None, reason="needs root and ip netns")
-def test_create_ping_cut_remove():
+def test_create_ping_cut_remove(tmp_path):
+    import secrets
+
+    tag = secrets.token_hex(2)
+    owner = tmp_path / "cluster.json"  # a live owner: a concurrent `labkit clean` leaves it be
+    owner.write_text("{}")
     made: list = []
-    net = netns.create("zz99", 2, record=lambda n: made.append(dict(n)), owner="/nonexistent")
+    net = {"tag": tag, "nodes": []}
     try:
-        assert made and net["bridge"] == "lkbrzz99" and len(net["nodes"]) == 2
+        net = netns.create(tag, 2, record=lambda n: made.append(dict(n)), owner=str(owner))
+        assert made and net["bridge"] == f"lkbr{tag}" and len(net["nodes"]) == 2
         a, b = net["nodes"]
         assert ipaddress.ip_address(a["ip"]) in netns.RANGE
+        with pytest.raises(RuntimeError, match="taken"):  # a tag in use is never taken over
+            netns.create(tag, 1, record=lambda n: None, owner=str(owner))
 
         def ping(ns, addr):
             out = subprocess.run(
@@ -87,8 +98,10 @@ def test_create_ping_cut_remove():
         netns.set_link(net, 1, up=True)
     finally:
         gone = netns.remove(net)
-    assert set(gone) >= {"lkbrzz99", "lk-zz99-w0", "lk-zz99-w1"}
-    assert not any("zz99" in name for names in netns.stale().values() for name in names)
+    assert set(gone) >= {f"lkbr{tag}", f"lk-{tag}-w0", f"lk-{tag}-w1"}
+    left = netns.namespaces() + netns.links()
+    assert not [n for n in left if netns.tag_of(n) == tag]
+    assert not (netns.MARKERS / tag).exists()
 
 
 # A TCP connect to port 9: "refused" proves the address answered, a timeout that it did not.

@@ -186,11 +186,13 @@ def test_a_local_lesson_points_ray_address_at_itself_while_it_runs(monkeypatch):
     reach the local session, and the old value comes back at stop."""
     from ray.util.state import list_nodes
 
-    monkeypatch.setenv("RAY_ADDRESS", "198.18.255.254:6379")  # a cluster that must not be asked
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # a cluster that must not be asked
+    monkeypatch.setenv("RAY_API_SERVER_ADDRESS", "http://127.0.0.1:1")  # nor its dashboard
     s = session.start(num_cpus=1, local=True)
     try:
         assert s.mode == "local"
-        assert os.environ["RAY_ADDRESS"] == s.address != "198.18.255.254:6379"
+        assert os.environ["RAY_ADDRESS"] == s.address != "127.0.0.1:1"
+        assert "RAY_API_SERVER_ADDRESS" not in os.environ
         assert len(list_nodes()) == 1  # no address: RAY_ADDRESS, i.e. the local session
         code = "from ray.util.state import list_nodes; print('NODES', len(list_nodes()))"
         out = subprocess.run(
@@ -199,7 +201,8 @@ def test_a_local_lesson_points_ray_address_at_itself_while_it_runs(monkeypatch):
         assert "NODES 1" in out.stdout, out.stderr[-2000:]  # a subprocess inherits it
     finally:
         s.stop()
-    assert os.environ["RAY_ADDRESS"] == "198.18.255.254:6379"
+    assert os.environ["RAY_ADDRESS"] == "127.0.0.1:1"
+    assert os.environ["RAY_API_SERVER_ADDRESS"] == "http://127.0.0.1:1"  # both put back
 
 
 def test_joining_an_existing_cluster_ships_labkit(tmp_path):
