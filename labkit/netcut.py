@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from labkit import netns
+from labkit.checks import wait_until
+from labkit.nbrun import error_line
 
 BLOCK = 2_000_000  # float64s: 16 MB, far above Ray's inline limit, so it lives in a node's store
 
@@ -173,7 +175,7 @@ def _drill(state: dict[str, Any], victim: int, timeout: float) -> dict[str, Any]
             if result["put_object"] == "survived":
                 failures.append("an object owned by the cut node's actor survived: unexpected")
         except ray.exceptions.GetTimeoutError as exc:
-            failures.append(f"a ray.get after the cut timed out: {first_line(exc)}")
+            failures.append(f"a ray.get after the cut timed out: {error_line(exc)}")
         finally:
             netns.set_link(net, victim, up=True)  # whatever happened, the link comes back
         result["raylet_exited_after_restore"] = _raylet_gone(net["nodes"][victim]["ns"], 60)
@@ -190,22 +192,16 @@ def _drill(state: dict[str, Any], victim: int, timeout: float) -> dict[str, Any]
     return result
 
 
-def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-
-
 def _raylet_gone(ns: str, timeout: float) -> bool:
     import psutil
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def gone() -> bool:
         names = []
         for pid in netns.pids_in(ns):
             try:
                 names.append(psutil.Process(pid).name())
             except psutil.Error:
                 continue
-        if "raylet" not in names:
-            return True
-        time.sleep(1)
-    return False
+        return "raylet" not in names
+
+    return bool(wait_until(gone, timeout, interval=1.0))

@@ -35,12 +35,16 @@ def _load() -> list[dict[str, Any]]:
         return []
 
 
-def _save(entries: list[dict[str, Any]]) -> None:
-    path = registry_path()
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (a reader never sees half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(entries, indent=1))
+    tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(path)
+
+
+def _save(entries: list[dict[str, Any]]) -> None:
+    write_json(registry_path(), entries)
 
 
 def remember(pids: dict[str, list[int]], owner: str) -> None:

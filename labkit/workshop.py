@@ -37,11 +37,7 @@ def state_path() -> Path:
 
 
 def _save(state: dict[str, Any]) -> None:
-    path = state_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(path)
+    procs.write_json(state_path(), state)
 
 
 def shm_free_mb() -> int | None:
