@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 NB     ?=
 P      ?=
-NOTEBOOKS := $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
+NOTEBOOKS := $(if $(NB),$(foreach n,$(NB),$(wildcard notebooks/$(n)*.ipynb)),notebooks)
 # A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
 CELL_TIMEOUT ?= 600
 
@@ -53,11 +53,14 @@ lab: install tools
 	$(VENV)/bin/labkit lab
 
 # LABKIT_LOGICAL_GPUS=1: every lesson in the shape of the most common GPU box, computed on the CPU.
+# Each lesson runs through the kit's runner (tests/test_notebooks.py) into runs/test/<lesson>.ipynb,
+# and then, in the same kernel, each exercise's learner cells: the stub, then the check, which
+# must stop at once naming the missing answer. NB="01 06" runs those lessons (and the unit tests).
 test: install tools
 	@test -n "$(NOTEBOOKS)" || { echo "no notebook matches NB=$(NB)"; exit 2; }
 	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
-	  $(PY) -m pytest tests --nbmake $(NOTEBOOKS) --nbmake-timeout=$(CELL_TIMEOUT) \
-	  --durations=0 --durations-min=1.0
+	  LABKIT_NB="$(NB)" LABKIT_CELL_TIMEOUT=$(CELL_TIMEOUT) \
+	  $(PY) -m pytest tests --durations=0 --durations-min=1.0
 
 # The fast tier: no notebook, no Ray, no server (markers in pyproject.toml; a test that starts
 # Ray here fails and names the marker it lacks). Minutes, not half an hour.
@@ -77,17 +80,25 @@ test-cluster: install
 exercises: install
 	$(VENV)/bin/labkit exercises
 
-# Every learner copy executed: each must stop at its first check with "... is not set yet".
-test-exercises: install tools
+# The learner copies written and checked against their lessons (answers stubbed, checks guarded,
+# all else kept): seconds. `make test` runs every stub and check in its lesson's kernel.
+# RUN=1 also executes every copy (NB="01 06" those): each must stop at its first check.
+test-exercises: install
 	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test-exercises RAY_ADDRESS= \
-	  $(VENV)/bin/labkit exercises --run $(NB)
+	  $(VENV)/bin/labkit exercises --check $(if $(RUN),--run $(NB))
 
 # Run All twice in one kernel (the first time without teardown), as a learner re-runs a lesson:
-# 07, plus the lesson of the day (each of 00-12 in turn, one per day of the year: the log names
-# it). RERUN=all runs every lesson twice; RERUN="05 09" those two and the day's.
-# Without LABKIT_LOGICAL_GPUS, unlike `make test`: the laptop's shape (07's 2-worker DDP path).
-RERUN ?= 07
+# the lesson of the day (each of 00-12 in turn, one per day of the year), then the lessons the
+# submission touches (their notebook, or a labkit module they reach, changed in the commits
+# within 3 h of HEAD, or after RERUN_BASE) while twice their header's smoke time fits in 300 s;
+# the log names what it runs and what it leaves out. RERUN=all runs every lesson twice;
+# RERUN="05 09" those two as well. Without LABKIT_LOGICAL_GPUS, unlike `make test`.
+RERUN ?=
 test-rerun: install
+	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
+	  $(VENV)/bin/labkit rerun $(RERUN) $(if $(filter all,$(RERUN)),,--rotation --touched)
+
+run: install
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
 	  $(VENV)/bin/labkit rerun $(RERUN) --rotation
 

@@ -63,6 +63,7 @@ _LAZY_MODULES = {
     "scheduling",
     "session",
     "trace",
+    "touched",
     "train",
     "workloads",
     "workshop",

@@ -303,6 +303,18 @@ def cmd_exercises(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     copies = exercises.write_learner_copies(out)
     print(f"labkit exercises: {len(copies)} learner copies in {copies[0].parent}")
+    if args.check:
+        import nbformat
+
+        bad = 0
+        for path in copies:
+            lesson = nbformat.read(params.repo_root() / "notebooks" / path.name, as_version=4)
+            problems = exercises.copy_problems(lesson, nbformat.read(path, as_version=4))
+            bad += bool(problems)
+            said = "WRONG: " + "; ".join(problems) if problems else "ok"
+            print(f"labkit exercises: {path.name} {said}")
+        if bad or args.run is None:
+            return 1 if bad else 0
     if args.run is None:
         return 0
     chosen = [c for c in copies if not args.run or c.name[:2] in args.run]
@@ -330,28 +342,72 @@ def rotation_pick(day_of_year: int, lessons: list[Path], chosen: list[Path]) -> 
     return candidates[day_of_year % len(candidates)] if candidates else None
 
 
+def _rotated(paths: list[Path], day: int) -> list[Path]:
+    """``paths`` starting at the day's place, so that a budget cuts a different tail each day."""
+    if not paths:
+        return paths
+    k = day % len(paths)
+    return paths[k:] + paths[:k]
+
+
 def cmd_rerun(args: argparse.Namespace) -> int:
     """Run All without the teardown cell, then Run All again in the same kernel."""
-    from labkit import nbrun
+    import os
+
+    from labkit import nbrun, touched
 
     names = [] if args.notebooks == ["all"] else args.notebooks
-    chosen = notebooks_to_run(names)
-    if args.rotation and names:
-        day = time.localtime().tm_yday
+    everything = args.notebooks == ["all"] or not (names or args.rotation or args.touched)
+    chosen = notebooks_to_run([]) if everything else notebooks_to_run(names) if names else []
+    day = time.localtime().tm_yday
+    if args.rotation and not everything:
         pick = rotation_pick(day, notebooks_to_run([]), chosen)
         if pick is not None:
             print(f"labkit rerun: day {day} of the year's rotation adds {pick.name}")
             chosen.append(pick)
+    if args.touched and not everything:
+        base = os.environ.get("RERUN_BASE") or touched.session_base()
+        since = (
+            f"since {base[:9]}"
+            + (
+                ""
+                if os.environ.get("RERUN_BASE")
+                else f" (the commits within {touched.SESSION_HOURS:g} h of HEAD)"
+            )
+            if base
+            else "(every commit is new: all of it)"
+        )
+        changed = touched.changed_files(base)
+        lessons = [p for p in notebooks_to_run([]) if p.name[:2] not in ROTATION_SKIPS]
+        direct, through = touched.touched_lessons(changed, lessons)
+        print(
+            f"labkit rerun: {len(changed)} file(s) changed {since}; lessons touched: notebook "
+            f"{' '.join(p.name[:2] for p in direct) or '-'}, labkit modules "
+            f"{' '.join(p.name[:2] for p in through) or '-'}"
+        )
+        candidates = _rotated(direct, day) + _rotated(through, day)
+        chosen, left, cost = touched.plan(chosen, candidates, args.budget)
+        print(
+            f"labkit rerun: running {' '.join(p.name[:2] for p in chosen) or 'nothing'} "
+            f"(about {cost:.0f} s: twice each header's smoke time; budget {args.budget:.0f} s)"
+        )
+        if left:
+            print(
+                f"labkit rerun: touched but not rerun, over the budget: "
+                f"{' '.join(p.name[:2] for p in left)} (RERUN=all runs every lesson)"
+            )
+    if args.plan:
+        return 0
     failed = 0
     for path in chosen:
         start = time.monotonic()
         try:
-            nbrun.run_all_twice(path, timeout=args.cell_timeout)
+            nbrun.run_lesson(path, twice=True, timeout=args.cell_timeout)
             status = "ok"
         except Exception as exc:  # noqa: BLE001 - report each notebook, then fail at the end
             failed += 1
             status = f"FAILED: {nbrun.error_line(exc)}"
-        print(f"labkit rerun: {path.name} {status} ({time.monotonic() - start:.0f} s)")
+        print(f"labkit rerun: {path.name} {status} ({time.monotonic() - start:.0f} s)", flush=True)
     return 1 if failed else 0
 
 
@@ -453,6 +509,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NN",
         help="also execute the copies (all, or these numbers): each must stop at its first check",
     )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="check each copy against its lesson: answers stubbed, checks guarded, all else kept",
+    )
     p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
     p.set_defaults(func=cmd_exercises)
 
@@ -467,6 +528,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="add the lesson of the day: each lesson in turn, one per day of the year",
     )
+    p.add_argument(
+        "--touched",
+        action="store_true",
+        help="add the lessons the submission's commits touch (RERUN_BASE: changes after it)",
+    )
+    p.add_argument(
+        "--budget", type=float, default=300, help="seconds the touched lessons may add up to"
+    )
+    p.add_argument("--plan", action="store_true", help="say what would run, and run nothing")
     p.set_defaults(func=cmd_rerun)
 
     p = sub.add_parser(

@@ -110,6 +110,12 @@ def exercise_pairs(nb) -> list[tuple[int, int]]:
     return pairs
 
 
+def learner_sources(answer: str, check: str) -> tuple[list[str], str, str]:
+    """The names an exercise needs, and its learner's answer and check cells' sources."""
+    names = needed_names(answer, check)
+    return names, stub(names), missing_guard(names) + "\n" + check
+
+
 def learner_copy(nb):
     """A copy of ``nb`` with each answer stubbed and each check guarded; all else kept."""
     import copy
@@ -117,12 +123,35 @@ def learner_copy(nb):
     out = copy.deepcopy(nb)
     for a, c in exercise_pairs(out):
         answer, check = out.cells[a], out.cells[c]
-        names = needed_names(answer.source, check.source)
-        answer.source = stub(names)
+        _, answer.source, check.source = learner_sources(answer.source, check.source)
         answer.metadata.pop("jupyter", None)  # open, not collapsed
         answer.outputs, answer.execution_count = [], None
-        check.source = missing_guard(names) + "\n" + check.source
     return out
+
+
+def copy_problems(nb, copy) -> list[str]:
+    """What is wrong with ``copy`` as the learner copy of ``nb`` (nothing, when it is right):
+    each answer a stub that compiles, each check guarded and otherwise kept, every other cell
+    unchanged. What ``make test-exercises`` checks of the copies it writes; ``make test`` runs
+    the stubs and checks themselves, in the lesson's kernel (:func:`labkit.nbrun.run_lesson`)."""
+    problems = []
+    if len(copy.cells) != len(nb.cells):
+        return [f"{len(copy.cells)} cells, the lesson has {len(nb.cells)}"]
+    answers = {a for a, _ in exercise_pairs(nb)}
+    for i, (orig, new) in enumerate(zip(nb.cells, copy.cells)):
+        if i in answers:
+            if not (new.source.startswith(STUB_HEADER) and "= None" in new.source):
+                problems.append(f"cell {i}: the answer is not stubbed")
+            try:
+                compile(new.source, f"stub {i}", "exec")
+            except SyntaxError as exc:
+                problems.append(f"cell {i}: the stub does not compile: {exc}")
+        elif i - 1 in answers:
+            if not (new.source.endswith(orig.source) and "is not set yet" in new.source):
+                problems.append(f"cell {i}: the check is not the lesson's, guarded")
+        elif new.source != orig.source or new.cell_type != orig.cell_type:
+            problems.append(f"cell {i}: differs from the lesson's")
+    return problems
 
 
 def write_learner_copies(out_dir: str | Path | None = None) -> list[Path]:

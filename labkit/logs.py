@@ -74,6 +74,7 @@ def expect_worker_starts(seconds: float = 60.0) -> None:
     global _worker_starts_until
     _worker_starts_until = time.monotonic() + seconds
 
+
 NOISY_BLOCKS = (
     # A Ray Data ListFiles thread raises InterruptedError when `limit` or `take` stops early.
     (re.compile(r"^Exception in thread pool-"), "InterruptedError"),

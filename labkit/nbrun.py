@@ -31,6 +31,12 @@ def error_line(exc: BaseException) -> str:
     return f"{ename}: {evalue}".strip().splitlines()[0][:500]
 
 
+def cell_timeout() -> int:
+    """Seconds a cell may run (``LABKIT_CELL_TIMEOUT``, 600): a guard against hangs, a few times
+    a lesson's budget, not a speed test."""
+    return int(os.environ.get("LABKIT_CELL_TIMEOUT") or 600)
+
+
 def client(nb, path: str | Path, timeout: int):
     """An ``nbclient.NotebookClient`` for ``nb``, run in the notebook's own folder."""
     import nbclient
@@ -43,19 +49,105 @@ def client(nb, path: str | Path, timeout: int):
     )
 
 
-def run_all_twice(path: str | Path, timeout: int = 600) -> None:
-    """Run All without the teardown cell, then Run All again in the same kernel.
+class LessonFailed(AssertionError):
+    """A lesson run by :func:`run_lesson` failed: which cell, and what it raised."""
 
-    What a learner does who re-runs a lesson without restarting: the second pass must start its
-    session or cluster over the first one's. Raises ``nbclient`` errors as a failed cell does.
-    """
+
+def _cell_head(source: str, lines: int = 6) -> str:
+    body = source.strip().splitlines()
+    more = f"\n    ... ({len(body) - lines} more lines)" if len(body) > lines else ""
+    return "\n".join("    " + line for line in body[:lines]) + more
+
+
+def probe_exercise(runner, nb, answer: str, check: str) -> tuple[bool, str]:
+    """In a kernel that has run the lesson: run an exercise's learner cells (the stub, then the
+    guarded check) and expect the check to stop at once, naming the first missing answer. The
+    names the stub unsets are saved before and put back after, so that later cells see the
+    lesson's own values. Returns ``(ok, what the check said)``."""
+    import nbclient
     import nbformat
 
-    nb = nbformat.read(str(path), as_version=4)
+    from labkit import exercises
+
+    names, stub, guarded = exercises.learner_sources(answer, check)
+    keep = f"_labkit_probe_saved = {{n: globals()[n] for n in {names!r} if n in globals()}}"
+    restore = "globals().update(_labkit_probe_saved)\ndel _labkit_probe_saved"
+    said = "ran to the end: the stub left the check passing"
+    ok = False
+    first = len(nb.cells)
+    nb.cells += [nbformat.v4.new_code_cell(s) for s in (keep, stub, guarded, restore)]
+    try:
+        runner.execute_cell(nb.cells[first], first)
+        runner.execute_cell(nb.cells[first + 1], first + 1)
+        try:
+            runner.execute_cell(nb.cells[first + 2], first + 2)
+        except nbclient.exceptions.CellExecutionError as exc:
+            said = error_line(exc)
+            ok = exc.ename == "AssertionError" and f"{names[0]} is not set yet" in exc.evalue
+        runner.execute_cell(nb.cells[first + 3], first + 3)
+    finally:
+        del nb.cells[first:]
+    return ok, said
+
+
+def run_lesson(
+    path: str | Path,
+    out: str | Path | None = None,
+    timeout: int = 600,
+    twice: bool = False,
+    exercises: bool = True,
+) -> dict:
+    """Run a lesson as ``make test`` does: every code cell but the teardown; with ``twice``,
+    all of them again in the same kernel (a learner's second Run All); then, in that kernel,
+    each exercise's learner cells (:func:`probe_exercise`); then the teardown, which runs
+    whatever failed before it. The executed lesson is written to ``out`` (its outputs; the
+    probes' cells are not kept). Raises :class:`LessonFailed` naming the cell and its error,
+    or the exercises whose learner cells did not stop at their check. Returns the seconds and
+    each exercise's ``(names, ok, what the check said)``."""
+    import time
+
+    import nbclient
+    import nbformat
+
+    from labkit import exercises as ex
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
     code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    pairs = ex.exercise_pairs(nb) if exercises else []
+    sources = [(nb.cells[a].source, nb.cells[c].source) for a, c in pairs]
     runner = client(nb, path, timeout)
+    failed: tuple[int, BaseException] | None = None
+    probes: list[tuple[list[str], bool, str]] = []
+    start = time.monotonic()
     with runner.setup_kernel():
-        for i in code[:-1]:
-            runner.execute_cell(nb.cells[i], i)
-        for i in code:
-            runner.execute_cell(nb.cells[i], i)
+        try:
+            for i in code[:-1] * (2 if twice else 1):
+                current = i
+                runner.execute_cell(nb.cells[i], i)
+            for answer, check in sources:
+                current = -1
+                ok, said = probe_exercise(runner, nb, answer, check)
+                probes.append((ex.needed_names(answer, check), ok, said))
+        except (nbclient.exceptions.CellExecutionError, nbclient.exceptions.CellTimeoutError) as e:
+            failed = (current, e)
+        finally:
+            try:
+                runner.execute_cell(nb.cells[code[-1]], code[-1])
+            except nbclient.exceptions.CellExecutionError as exc:
+                failed = failed or (code[-1], exc)
+    seconds = time.monotonic() - start
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(out))
+    if failed is not None:
+        index, exc = failed
+        where = f"cell {index}:\n{_cell_head(nb.cells[index].source)}" if index >= 0 else "a probe"
+        raise LessonFailed(f"{path.name} failed at {where}\n  {error_line(exc)}")
+    bad = [f"{', '.join(names)}: {said}" for names, ok, said in probes if not ok]
+    if bad:
+        raise LessonFailed(
+            f"{path.name}: an exercise's learner cells did not stop at the check, saying "
+            "which answer is missing:\n  " + "\n  ".join(bad)
+        )
+    return {"seconds": seconds, "exercises": probes}

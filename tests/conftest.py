@@ -1,7 +1,7 @@
 """Shared test set-up: Ray runs under a temp directory of the suite's own, and a leak check.
 
 ``RAY_TMPDIR`` is set to a short ``mkdtemp`` (Unix socket paths must stay under ~107 bytes), and
-every Ray process started by the suite (unit tests and the notebook kernels nbmake starts) runs
+every Ray process started by the suite (unit tests, and the kernels that run the lessons) runs
 under it or inherits it. When the session ends, any such process still alive is a leak: it is
 listed, stopped by PID, and the run fails.
 """
@@ -107,35 +107,10 @@ def fresh_params(monkeypatch):
     return params
 
 
-# Notebooks a test module already runs whole: nbmake does not run them a second time.
-COVERED_BY = {
-    # papermill, then a check that its Prometheus and Ray are gone
-    "10_observability_and_security.ipynb": "tests/test_observability.py",
-    # Run All without the teardown, then Run All again: every cell runs, the teardown last
-    "04_scheduling_and_resources.ipynb": "tests/test_rerun.py",
-}
-
-
 # ---------------------------------------------------------------- tiers: markers, kept honest
 
 #: ``make test-unit`` sets it: any test that starts Ray there fails, naming the marker it lacks.
 UNIT_TIER = os.environ.get("LABKIT_TEST_TIER") == "unit"
-
-
-class _NotebookMarkers:
-    """nbmake's items are notebooks, and they start Ray: marked before ``-m`` deselects. (A
-    plugin object, since this conftest's own hooks do not reach items under notebooks/.)"""
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        for item in items:
-            if not item.nodeid.startswith("tests/"):
-                item.add_marker(pytest.mark.notebook)
-                item.add_marker(pytest.mark.ray)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(_NotebookMarkers(), "labkit-notebook-markers")
 
 
 def _unit_tier_refuses(what: str):
@@ -177,19 +152,3 @@ def pytest_runtest_call(item: pytest.Item):
 def _ray_sessions() -> list[Path]:
     """Ray session folders under the suite's temp dir: each is a Ray that something started."""
     return sorted(Path(SUITE_TMP).glob("**/session_2*"))
-
-
-@pytest.hookimpl(trylast=True)  # after -m / -k: a module they deselect covers nothing
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A notebook that a collected test module runs whole (:data:`COVERED_BY`) is deselected
-    from nbmake's items, so that ``make test`` runs it once, in that module."""
-    collected = {item.nodeid.split("::")[0] for item in items}
-    twice = [
-        item
-        for item in items
-        if not item.nodeid.startswith("tests/")
-        and any(nb in item.nodeid and mod in collected for nb, mod in COVERED_BY.items())
-    ]
-    if twice:
-        config.hook.pytest_deselected(items=twice)
-        items[:] = [item for item in items if item not in twice]

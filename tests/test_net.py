@@ -1,6 +1,5 @@
 """Who can reach a socket: loopback, one address, or every interface."""
 
-
 import pytest
 
 from labkit import net

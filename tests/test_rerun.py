@@ -1,18 +1,22 @@
 """Run All twice in one kernel, the first time without the teardown cell: what a learner does.
 
 Lesson 04 starts its own 3-node cluster; the second pass must replace the first pass's cluster
-rather than stop with "Ray is already running". (07 and the lesson of the
-day run the same way in ``make test-rerun``, which ``.ci/run`` calls.)
+rather than stop with "Ray is already running". (The lesson of the day and
+the lessons a submission touches run the same way in ``make test-rerun``, which ``.ci/run``
+calls.)
 """
 
+import os
 from pathlib import Path
 
 import psutil
 import pytest
 
 from labkit import nbrun
+from labkit.cli import notebooks_to_run
 
 ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "04_scheduling_and_resources.ipynb"
 pytestmark = [pytest.mark.notebook, pytest.mark.ray]
 
 
@@ -27,8 +31,13 @@ def _lesson_clusters() -> set[int]:
 
 
 def test_lesson_04_runs_twice_in_one_kernel(tmp_path, monkeypatch):
+    """Also where ``make test`` runs 04 (its executed notebook goes to ``runs/test/``), with
+    its exercises' learner cells checked in the kernel afterwards."""
     monkeypatch.setenv("LABKIT_SIZE", "smoke")
-    monkeypatch.setenv("LABKIT_RESULTS_DIR", str(tmp_path / "results"))
+    if NOTEBOOK not in notebooks_to_run(os.environ.get("LABKIT_NB", "").split()):
+        pytest.skip("LABKIT_NB leaves lesson 04 out")
     before = _lesson_clusters()
-    nbrun.run_all_twice(ROOT / "notebooks" / "04_scheduling_and_resources.ipynb", timeout=600)
+    out = Path(os.environ.get("LABKIT_RESULTS_DIR") or tmp_path) / NOTEBOOK.name
+    run = nbrun.run_lesson(NOTEBOOK, out=out, twice=True, timeout=nbrun.cell_timeout())
+    assert all(ok for _, ok, _ in run["exercises"])  # run_lesson raises otherwise
     assert _lesson_clusters() <= before, "the second pass's teardown left a cluster running"

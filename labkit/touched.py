@@ -1,0 +1,137 @@
+"""Which lessons a change touches: what ``make test-rerun`` runs twice.
+
+A lesson is touched when its notebook changed, or a ``labkit`` module it reaches did: the modules
+its code cells name (``labkit.setup`` reaches ``labkit/__init__.py``, ``from labkit import
+plots`` reaches ``plots.py``), and every ``labkit`` module those import, transitively. "The
+change" is what the commits of the submission hold: every commit within :data:`SESSION_HOURS`
+of the newest (a session lasts at most three hours, and sessions are hours apart), or the
+commits after ``RERUN_BASE`` where that is set; uncommitted edits count too.
+
+The pass keeps to a budget: each lesson costs about twice its header's `smoke` time, and the
+touched lessons beyond the budget are named, not run.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from labkit.params import repo_root
+
+SESSION_HOURS = 3.0
+
+
+def _git(*args: str, root: Path | None = None) -> str:
+    out = subprocess.run(
+        ["git", *args], cwd=root or repo_root(), capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def session_base(root: Path | None = None, hours: float = SESSION_HOURS) -> str | None:
+    """The newest commit made more than ``hours`` before HEAD: the changes after it are this
+    submission's. None when every commit is that recent (the whole history is new)."""
+    head = int(_git("log", "-1", "--format=%ct", root=root))
+    before = head - int(hours * 3600)
+    base = _git("log", "-1", "--format=%H", f"--before={before}", "HEAD", root=root)
+    return base or None
+
+
+def changed_files(base: str | None, root: Path | None = None) -> list[str]:
+    """Paths changed since ``base`` (commits and uncommitted edits); every tracked file when
+    ``base`` is None."""
+    if base is None:
+        return _git("ls-files", root=root).splitlines()
+    return [p for p in _git("diff", "--name-only", base, root=root).splitlines() if p]
+
+
+def _module_imports(path: Path) -> set[str]:
+    """The ``labkit`` modules a module of the package imports (at any depth in it)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[0] == "labkit":
+                if len(parts) > 1:
+                    found.add(parts[1])
+                else:
+                    found.update(alias.name for alias in node.names)
+                    found.add("__init__")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "labkit":
+                    found.add(parts[1] if len(parts) > 1 else "__init__")
+    return found
+
+
+_NAMED = re.compile(r"\blabkit\.([A-Za-z_]\w*)")
+_FROM = re.compile(r"^[ \t]*from\s+labkit(?:\.(\w+))?\s+import\s+(\([^)]*\)|[\w \t,]+)", re.M)
+
+
+def lesson_modules(notebook: Path, package: Path | None = None) -> set[str]:
+    """Every ``labkit`` module (file stem, ``__init__`` for the package) the lesson reaches."""
+    package = package or repo_root() / "labkit"
+    stems = {p.stem for p in package.glob("*.py")}
+    code = "\n".join(
+        "".join(c["source"])
+        for c in json.loads(notebook.read_text())["cells"]
+        if c["cell_type"] == "code"
+    )
+    named = set(_NAMED.findall(code))
+    for module, names in _FROM.findall(code):
+        named.add(module or "__init__")
+        if not module:
+            named.update(re.split(r"[\s,()]+", names))
+    if re.search(r"^\s*import\s+labkit\b", code, re.M):
+        named.add("__init__")
+    reached: set[str] = set()
+    todo = [n for n in named if n in stems]
+    while todo:
+        stem = todo.pop()
+        if stem in reached:
+            continue
+        reached.add(stem)
+        todo += [m for m in _module_imports(package / f"{stem}.py") if m in stems]
+    return reached
+
+
+def touched_lessons(changed: list[str], lessons: list[Path]) -> tuple[list[Path], list[Path]]:
+    """``(lessons whose notebook changed, lessons reached only through a changed module)``."""
+    changed_set = set(changed)
+    stems = {Path(p).stem for p in changed if p.startswith("labkit/") and p.endswith(".py")}
+    direct = [p for p in lessons if f"notebooks/{p.name}" in changed_set]
+    through = [p for p in lessons if p not in direct and lesson_modules(p) & stems]
+    return direct, through
+
+
+def smoke_seconds(notebook: Path) -> float:
+    """The lesson's `smoke` time from its header (``\\`smoke\\` ≈ 1.5 min``), in seconds."""
+    header = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
+    found = re.search(r"`(?:SIZE=)?smoke` ≈ ([\d.]+) (min|s)\b", header)
+    if found is None:
+        raise ValueError(f"{notebook.name}: its header gives no `smoke` time")
+    return float(found.group(1)) * (60 if found.group(2) == "min" else 1)
+
+
+def plan(
+    first: list[Path], candidates: list[Path], budget_s: float
+) -> tuple[list[Path], list[Path], float]:
+    """``(run, left out, estimated seconds)``: ``first`` always runs; each candidate follows, in
+    order, while twice its `smoke` time still fits in ``budget_s``."""
+    run = list(first)
+    cost = sum(2 * smoke_seconds(p) for p in run)
+    left = []
+    for path in candidates:
+        if path in run:
+            continue
+        extra = 2 * smoke_seconds(path)
+        if cost + extra <= budget_s:
+            run.append(path)
+            cost += extra
+        else:
+            left.append(path)
+    return run, left, cost

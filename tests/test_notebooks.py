@@ -1,0 +1,52 @@
+"""Every lesson, as ``make test`` runs it: executed through the kit's runner
+(:func:`labkit.nbrun.run_lesson`), written to ``$LABKIT_RESULTS_DIR/<lesson>.ipynb`` (``runs/test/``
+under ``make test``), and then, in the same kernel, each exercise's learner cells run: the stub,
+then its check, which must stop at once saying which answer is missing. ``LABKIT_NB`` (``make
+test NB="01 06"``) picks lessons by number. Lessons a module of their own runs whole
+(:data:`COVERED_BY`) are run there, with the same runner.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from labkit import nbrun
+from labkit.cli import notebooks_to_run
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Lessons run whole by a module of their own (with :func:`run_lesson`), not here.
+COVERED_BY = {
+    "04_scheduling_and_resources.ipynb": "tests/test_rerun.py",  # Run All twice in one kernel
+    "10_observability_and_security.ipynb": "tests/test_observability.py",  # nothing left running
+}
+
+
+def executed_path(path: Path) -> Path:
+    """Where the executed lesson goes: the results folder, as ``labkit run`` writes it."""
+    return Path(os.environ.get("LABKIT_RESULTS_DIR") or ROOT / "runs" / "test") / path.name
+
+
+def test_lessons_are_picked_by_number():
+    assert [p.name[:2] for p in notebooks_to_run(["01", "06"])] == ["01", "06"]
+    every = list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert len(notebooks_to_run([])) == len(every)
+
+
+def test_the_modules_that_run_a_lesson_whole_exist():
+    for name, module in COVERED_BY.items():
+        assert (ROOT / "notebooks" / name).is_file() and name[:2] in (ROOT / module).read_text()
+
+
+CHOSEN = notebooks_to_run(os.environ.get("LABKIT_NB", "").split())  # make test NB="01 06"
+LESSONS = [p for p in CHOSEN if p.name not in COVERED_BY]
+
+
+@pytest.mark.notebook
+@pytest.mark.ray
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_lesson(path):
+    run = nbrun.run_lesson(path, out=executed_path(path), timeout=nbrun.cell_timeout())
+    said = "; ".join(f"{', '.join(names)}: {what}" for names, _, what in run["exercises"])
+    print(f"{path.stem}: ran in {run['seconds']:.0f} s; learner checks: {said}")
+    assert run["exercises"], "every lesson has exercises"

@@ -1,0 +1,81 @@
+"""Which lessons a change touches (labkit.touched), and the rerun pass's budget."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from labkit import touched
+from labkit.cli import notebooks_to_run
+
+
+def _git(repo: Path, *args: str, when: int | None = None) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t")
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    if when is not None:
+        env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"] = f"{when} +0000"
+    out = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def _commit(repo: Path, name: str, when: int) -> str:
+    (repo / name).parent.mkdir(parents=True, exist_ok=True)
+    (repo / name).write_text(f"{name} {when}\n")
+    _git(repo, "add", name)
+    _git(repo, "commit", "-qm", name, when=when)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def test_the_base_is_the_newest_commit_older_than_a_session(tmp_path):
+    _git(tmp_path, "init", "-q")
+    day = 1_700_000_000
+    old = _commit(tmp_path, "a.txt", day)
+    assert touched.session_base(tmp_path) is None  # the whole history is new
+    _commit(tmp_path, "labkit/x.py", day + 20 * 3600)  # the next session
+    _commit(tmp_path, "notebooks/01_a.ipynb", day + 22 * 3600)
+    assert touched.session_base(tmp_path) == old
+    changed = touched.changed_files(old, tmp_path)
+    assert sorted(changed) == ["labkit/x.py", "notebooks/01_a.ipynb"]
+    (tmp_path / "a.txt").write_text("edited\n")  # uncommitted edits count too
+    assert "a.txt" in touched.changed_files(old, tmp_path)
+
+
+def _lesson(path: Path, code: str, smoke: str = "`smoke` ≈ 1 min") -> Path:
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": [f"# L\n**Time:** {smoke}, x.\n"]},
+        {"cell_type": "code", "metadata": {}, "source": [code], "outputs": []},
+    ]
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4}))
+    return path
+
+
+def test_a_lesson_reaches_the_modules_it_names_and_what_they_import(tmp_path):
+    pkg = tmp_path / "labkit"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from labkit.params import setup\n")
+    (pkg / "params.py").write_text("import json\n")
+    (pkg / "plots.py").write_text("from labkit import measure\n")
+    (pkg / "measure.py").write_text("")
+    (pkg / "serve.py").write_text("")
+    nb = _lesson(tmp_path / "01_a.ipynb", "import labkit\nfrom labkit import plots\nlabkit.x()\n")
+    assert touched.lesson_modules(nb, pkg) == {"__init__", "params", "plots", "measure"}
+    other = _lesson(tmp_path / "02_b.ipynb", "print(1)\n")
+    assert touched.lesson_modules(other, pkg) == set()
+
+
+def test_the_real_lessons_reach_the_session_module():
+    for path in notebooks_to_run([]):
+        assert {"__init__", "session", "params"} <= touched.lesson_modules(path), path.name
+
+
+def test_touched_lessons_and_the_budget(tmp_path):
+    a = _lesson(tmp_path / "01_a.ipynb", "labkit.plots.save()\n", "`smoke` ≈ 60 s")
+    b = _lesson(tmp_path / "02_b.ipynb", "print(1)\n", "`SIZE=smoke` ≈ 2 min")
+    c = _lesson(tmp_path / "03_c.ipynb", "labkit.plots.bar()\n", "`smoke` ≈ 30 s")
+    assert touched.smoke_seconds(b) == 120
+    # the real package: plots.py is a module the first lesson names
+    direct, through = touched.touched_lessons(["notebooks/02_b.ipynb", "labkit/plots.py"], [a, b])
+    assert direct == [b] and through == [a]
+    run, left, cost = touched.plan([a], [b, c], budget_s=200)
+    assert run == [a, c] and left == [b] and cost == 2 * 60 + 2 * 30
