@@ -99,10 +99,6 @@ test-rerun: install
 	  $(VENV)/bin/labkit rerun $(RERUN) $(if $(filter all,$(RERUN)),,--rotation --touched)
 
 run: install
-	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
-	  $(VENV)/bin/labkit rerun $(RERUN) --rotation
-
-run: install
 	$(VENV)/bin/labkit run $(NB) $(foreach kv,$(P),-p $(kv))
 
 lint: install

@@ -412,3 +412,13 @@ def test_the_learner_time_follows_the_rule(path):
     assert abs(stated - want) <= 0.2 * want, (
         f"{path.name}: the header says about {stated} min; STYLE.md's rule gives {want:.0f}"
     )
+
+
+def test_the_makefile_parses_without_warnings():
+    """A target defined twice (make keeps the last recipe, and only warns) is a defect."""
+    import subprocess
+
+    done = subprocess.run(
+        ["make", "-n", "lint"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert "warning" not in done.stderr.lower(), done.stderr
