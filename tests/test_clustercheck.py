@@ -26,3 +26,15 @@ def test_the_lessons_it_runs_are_lessons(tmp_path):
     names = {p.name[:2] for p in (clustercheck.repo_root() / "notebooks").glob("*.ipynb")}
     assert set(clustercheck.JOIN) <= names and set(clustercheck.LOCAL) <= names
     assert not set(clustercheck.JOIN) & {"04", "05"}  # they build clusters of their own
+
+
+def test_each_lessons_header_says_what_make_test_cluster_does_with_it():
+    import json
+
+    for path in sorted((clustercheck.repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        header = "".join(json.loads(path.read_text())["cells"][0]["source"])
+        line = next(x for x in header.splitlines() if x.startswith("**On a cluster:**"))
+        joins = "joins that cluster" in line
+        assert joins == (path.name[:2] in clustercheck.JOIN), f"{path.name}: {line}"
+        if path.name[:2] in clustercheck.LOCAL:
+            assert "local Ray of its own" in line, f"{path.name}: {line}"

@@ -28,3 +28,30 @@ def test_lanes_makespan_utilization():
     assert sch.utilization(spans, capacity=2) == pytest.approx(7.0 / 8.0)
     with pytest.raises(ValueError):
         sch.utilization(spans, 0)
+
+
+def test_link_kind_reads_the_two_addresses():
+    from labkit.scheduling import link_kind
+
+    assert link_kind("127.0.0.1", "127.0.0.1") == "loopback"
+    assert link_kind("198.18.3.2", "198.18.3.3") == "veth"
+    assert link_kind("10.0.0.2", "10.0.0.3") == "network"
+    assert link_kind("198.18.3.2", "node-b") == "network"
+
+
+@pytest.mark.ray
+def test_cross_node_read_reads_a_block_made_on_another_node():
+    import ray
+
+    from labkit.cluster import LocalCluster
+    from labkit.scheduling import cross_node_read
+
+    cluster = LocalCluster(head={"num_cpus": 1}, nodes=[{"num_cpus": 1}], object_store_mb=80)
+    cluster.start()
+    try:
+        a, b = (n["NodeID"] for n in ray.nodes() if n["Alive"])
+        out = cross_node_read(a, b, mb=4, repeats=1)
+        assert out["link"] == "loopback" and (out["mb"], out["repeats"]) == (4, 1)
+        assert all(out[k] > 0 for k in ("same_gbps", "cross_gbps", "copy_gbps"))
+    finally:
+        cluster.stop()
