@@ -90,7 +90,7 @@ test-exercises: install
 # Run All twice in one kernel (the first time without teardown), as a learner re-runs a lesson:
 # the lesson of the day (each of 00-12 in turn, one per day of the year), then the lessons the
 # submission touches (their notebook, or a labkit module they reach, changed in the commits
-# within 3 h of HEAD, or after RERUN_BASE) while twice their header's smoke time fits in 300 s;
+# within 3 h of HEAD, or after RERUN_BASE) while 1.5 x their header's smoke time fits in 300 s;
 # the log names what it runs and what it leaves out. RERUN=all runs every lesson twice;
 # RERUN="05 09" those two as well. Without LABKIT_LOGICAL_GPUS, unlike `make test`.
 RERUN ?=

@@ -389,7 +389,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         chosen, left, cost = touched.plan(chosen, candidates, args.budget)
         print(
             f"labkit rerun: running {' '.join(p.name[:2] for p in chosen) or 'nothing'} "
-            f"(about {cost:.0f} s: twice each header's smoke time; budget {args.budget:.0f} s)"
+            f"(about {cost:.0f} s: {touched.RERUN_COST:g} x each header's smoke time; budget "
+            f"{args.budget:.0f} s)"
         )
         if left:
             print(

@@ -1,4 +1,5 @@
-"""Executing a notebook headless with nbclient: what ``gpu-check`` and ``exercises`` share."""
+"""Executing a notebook headless with nbclient: ``make test``'s lessons with their learner
+cells (:func:`run_lesson`), ``labkit rerun``, ``gpu-check`` and ``exercises --run``."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def client(nb, path: str | Path, timeout: int):
     return nbclient.NotebookClient(
         nb,
         timeout=timeout,
+        interrupt_on_timeout=True,  # a hung cell is interrupted, so the teardown can still run
         kernel_name="python3",
         resources={"metadata": {"path": str(Path(path).parent)}},
     )
@@ -61,9 +63,11 @@ def _cell_head(source: str, lines: int = 6) -> str:
 
 def probe_exercise(runner, nb, answer: str, check: str) -> tuple[bool, str]:
     """In a kernel that has run the lesson: run an exercise's learner cells (the stub, then the
-    guarded check) and expect the check to stop at once, naming the first missing answer. The
-    names the stub unsets are saved before and put back after, so that later cells see the
-    lesson's own values. Returns ``(ok, what the check said)``."""
+    guarded check) and expect the check to stop at once, naming the first missing answer; then
+    run the lesson's own check, unguarded, on the stub's values: it must fail too (a check that
+    passes with the answer unset tests nothing). The names the stub unsets are saved before and
+    put back after, so that later cells see the lesson's own values. Returns ``(ok, what the
+    checks said)``."""
     import nbclient
     import nbformat
 
@@ -72,22 +76,29 @@ def probe_exercise(runner, nb, answer: str, check: str) -> tuple[bool, str]:
     names, stub, guarded = exercises.learner_sources(answer, check)
     keep = f"_labkit_probe_saved = {{n: globals()[n] for n in {names!r} if n in globals()}}"
     restore = "globals().update(_labkit_probe_saved)\ndel _labkit_probe_saved"
-    said = "ran to the end: the stub left the check passing"
-    ok = False
+    cells = [nbformat.v4.new_code_cell(s) for s in (keep, stub, guarded, check, restore)]
     first = len(nb.cells)
-    nb.cells += [nbformat.v4.new_code_cell(s) for s in (keep, stub, guarded, restore)]
+    nb.cells += cells
+    said = ["the guarded check passed with the answer unset"]
+    ok = False
     try:
         runner.execute_cell(nb.cells[first], first)
         runner.execute_cell(nb.cells[first + 1], first + 1)
         try:
             runner.execute_cell(nb.cells[first + 2], first + 2)
         except nbclient.exceptions.CellExecutionError as exc:
-            said = error_line(exc)
+            said = [error_line(exc)]
             ok = exc.ename == "AssertionError" and f"{names[0]} is not set yet" in exc.evalue
-        runner.execute_cell(nb.cells[first + 3], first + 3)
+        try:
+            runner.execute_cell(nb.cells[first + 3], first + 3)
+            said.append("the unguarded check PASSED with the answer unset: it tests nothing")
+            ok = False
+        except nbclient.exceptions.CellExecutionError as exc:
+            said.append(f"unguarded: {error_line(exc)[:120]}")
+        runner.execute_cell(nb.cells[first + 4], first + 4)
     finally:
         del nb.cells[first:]
-    return ok, said
+    return ok, "; ".join(said)
 
 
 def run_lesson(
@@ -120,21 +131,27 @@ def run_lesson(
     failed: tuple[int, BaseException] | None = None
     probes: list[tuple[list[str], bool, str]] = []
     start = time.monotonic()
+    stops = (
+        nbclient.exceptions.CellExecutionError,
+        nbclient.exceptions.CellTimeoutError,
+        nbclient.exceptions.DeadKernelError,
+    )
+    current = -1
     with runner.setup_kernel():
         try:
             for i in code[:-1] * (2 if twice else 1):
                 current = i
                 runner.execute_cell(nb.cells[i], i)
-            for answer, check in sources:
-                current = -1
+            for n, (answer, check) in enumerate(sources, 1):
+                current = -n
                 ok, said = probe_exercise(runner, nb, answer, check)
                 probes.append((ex.needed_names(answer, check), ok, said))
-        except (nbclient.exceptions.CellExecutionError, nbclient.exceptions.CellTimeoutError) as e:
-            failed = (current, e)
+        except stops as exc:
+            failed = (current, exc)
         finally:
             try:
                 runner.execute_cell(nb.cells[code[-1]], code[-1])
-            except nbclient.exceptions.CellExecutionError as exc:
+            except stops as exc:
                 failed = failed or (code[-1], exc)
     seconds = time.monotonic() - start
     if out is not None:
@@ -142,8 +159,9 @@ def run_lesson(
         nbformat.write(nb, str(out))
     if failed is not None:
         index, exc = failed
-        where = f"cell {index}:\n{_cell_head(nb.cells[index].source)}" if index >= 0 else "a probe"
-        raise LessonFailed(f"{path.name} failed at {where}\n  {error_line(exc)}")
+        where = f"cell {index}" if index >= 0 else f"exercise {-index}'s learner cells"
+        head = f"\n{_cell_head(nb.cells[index].source)}" if index >= 0 else ""
+        raise LessonFailed(f"{path.name} failed at {where}: {error_line(exc)}{head}")
     bad = [f"{', '.join(names)}: {said}" for names, ok, said in probes if not ok]
     if bad:
         raise LessonFailed(

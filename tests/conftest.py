@@ -24,6 +24,9 @@ os.environ["RAY_TMPDIR"] = SUITE_TMP
 os.environ["LABKIT_STATE_DIR"] = str(Path(SUITE_TMP) / "state")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.pop("RAY_ADDRESS", None)  # the suite starts its own Ray, never joins another
+# Outside `make test` too (plain `pytest tests`): lessons at smoke, their results under runs/test.
+os.environ.setdefault("LABKIT_SIZE", "smoke")
+os.environ.setdefault("LABKIT_RESULTS_DIR", str(ROOT / "runs" / "test"))
 
 
 def suite_processes() -> list[psutil.Process]:

@@ -77,5 +77,5 @@ def test_touched_lessons_and_the_budget(tmp_path):
     # the real package: plots.py is a module the first lesson names
     direct, through = touched.touched_lessons(["notebooks/02_b.ipynb", "labkit/plots.py"], [a, b])
     assert direct == [b] and through == [a]
-    run, left, cost = touched.plan([a], [b, c], budget_s=200)
-    assert run == [a, c] and left == [b] and cost == 2 * 60 + 2 * 30
+    run, left, cost = touched.plan([a], [b, c], budget_s=150)
+    assert run == [a, c] and left == [b] and cost == touched.RERUN_COST * (60 + 30)
