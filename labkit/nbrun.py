@@ -45,7 +45,14 @@ def client(nb, path: str | Path, timeout: int):
     return nbclient.NotebookClient(
         nb,
         timeout=timeout,
-        interrupt_on_timeout=True,  # a hung cell is interrupted, so the teardown can still run
+        # A hung cell is interrupted (so the teardown can still run) and fails as an error:
+        # without error_on_timeout, nbclient would go on to the next cell as if it had passed.
+        interrupt_on_timeout=True,
+        error_on_timeout={
+            "ename": "CellTimeoutError",
+            "evalue": f"the cell ran past {timeout} s and was interrupted",
+            "traceback": [],
+        },
         kernel_name="python3",
         resources={"metadata": {"path": str(Path(path).parent)}},
     )

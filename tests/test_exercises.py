@@ -136,3 +136,14 @@ def test_run_lesson_fails_a_check_that_passes_with_the_answer_unset(tmp_path):
     lesson = _tiny_lesson(tmp_path / "99_tiny.ipynb", "x = 1", check=weak)
     with pytest.raises(nbrun.LessonFailed, match="unguarded check PASSED"):
         nbrun.run_lesson(lesson, timeout=60)
+
+
+@pytest.mark.notebook
+def test_run_lesson_fails_a_cell_that_runs_past_its_timeout(tmp_path):
+    from labkit import nbrun
+
+    lesson = _tiny_lesson(tmp_path / "99_tiny.ipynb", "import time\nx = 1\ntime.sleep(30)")
+    with pytest.raises(nbrun.LessonFailed, match="cell 0: CellTimeoutError: the cell ran past 2 s"):
+        nbrun.run_lesson(lesson, out=tmp_path / "out.ipynb", timeout=2)
+    written = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert written.cells[-1].outputs[0]["ename"] == "NameError"  # the teardown ran after it
