@@ -102,7 +102,7 @@ run: install
 	$(VENV)/bin/labkit run $(NB) $(foreach kv,$(P),-p $(kv))
 
 lint: install
-	$(VENV)/bin/ruff check labkit tests notebooks
+	$(VENV)/bin/ruff check labkit tests notebooks bench
 
 strip: install
 	$(VENV)/bin/nbstripout --extra-keys "metadata.widgets cell.metadata.execution" notebooks/*.ipynb

@@ -75,7 +75,7 @@ def test_notebook_is_stripped_and_follows_the_contract(path):
 
 def test_ruff_is_clean():
     out = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "labkit", "tests", "notebooks"],
+        [sys.executable, "-m", "ruff", "check", "labkit", "tests", "notebooks", "bench"],
         cwd=ROOT,
         capture_output=True,
         text=True,
