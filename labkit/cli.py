@@ -378,12 +378,16 @@ def cmd_rerun(args: argparse.Namespace) -> int:
             else "(every commit is new: all of it)"
         )
         changed = touched.changed_files(base)
-        lessons = [p for p in notebooks_to_run([]) if p.name[:2] not in ROTATION_SKIPS]
-        direct, through = touched.touched_lessons(changed, lessons)
+        every = notebooks_to_run([])
+        direct, through = touched.touched_lessons(changed, every)
+        skipped = [p.name[:2] for p in direct + through if p.name[:2] in ROTATION_SKIPS]
+        direct = [p for p in direct if p.name[:2] not in ROTATION_SKIPS]
+        through = [p for p in through if p.name[:2] not in ROTATION_SKIPS]
         print(
             f"labkit rerun: {len(changed)} file(s) changed {since}; lessons touched: notebook "
             f"{' '.join(p.name[:2] for p in direct) or '-'}, labkit modules "
             f"{' '.join(p.name[:2] for p in through) or '-'}"
+            + (f" (and {' '.join(skipped)}: make test runs it twice already)" if skipped else "")
         )
         candidates = _rotated(direct, day) + _rotated(through, day)
         chosen, left, cost = touched.plan(chosen, candidates, args.budget)
