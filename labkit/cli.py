@@ -313,8 +313,8 @@ def cmd_exercises(args: argparse.Namespace) -> int:
             bad += bool(problems)
             said = "WRONG: " + "; ".join(problems) if problems else "ok"
             print(f"labkit exercises: {path.name} {said}")
-        if bad or args.run is None:
-            return 1 if bad else 0
+        if bad:
+            return 1
     if args.run is None:
         return 0
     chosen = [c for c in copies if not args.run or c.name[:2] in args.run]
@@ -342,14 +342,6 @@ def rotation_pick(day_of_year: int, lessons: list[Path], chosen: list[Path]) -> 
     return candidates[day_of_year % len(candidates)] if candidates else None
 
 
-def _rotated(paths: list[Path], day: int) -> list[Path]:
-    """``paths`` starting at the day's place, so that a budget cuts a different tail each day."""
-    if not paths:
-        return paths
-    k = day % len(paths)
-    return paths[k:] + paths[:k]
-
-
 def cmd_rerun(args: argparse.Namespace) -> int:
     """Run All without the teardown cell, then Run All again in the same kernel."""
     import os
@@ -366,41 +358,12 @@ def cmd_rerun(args: argparse.Namespace) -> int:
             print(f"labkit rerun: day {day} of the year's rotation adds {pick.name}")
             chosen.append(pick)
     if args.touched and not everything:
-        base = os.environ.get("RERUN_BASE") or touched.session_base()
-        since = (
-            f"since {base[:9]}"
-            + (
-                ""
-                if os.environ.get("RERUN_BASE")
-                else f" (the commits within {touched.SESSION_HOURS:g} h of HEAD)"
-            )
-            if base
-            else "(every commit is new: all of it)"
+        base = os.environ.get("RERUN_BASE")
+        chosen, lines = touched.rerun_plan(
+            chosen, notebooks_to_run([]), day, args.budget, skips=ROTATION_SKIPS, base=base
         )
-        changed = touched.changed_files(base)
-        every = notebooks_to_run([])
-        direct, through = touched.touched_lessons(changed, every)
-        skipped = [p.name[:2] for p in direct + through if p.name[:2] in ROTATION_SKIPS]
-        direct = [p for p in direct if p.name[:2] not in ROTATION_SKIPS]
-        through = [p for p in through if p.name[:2] not in ROTATION_SKIPS]
-        print(
-            f"labkit rerun: {len(changed)} file(s) changed {since}; lessons touched: notebook "
-            f"{' '.join(p.name[:2] for p in direct) or '-'}, labkit modules "
-            f"{' '.join(p.name[:2] for p in through) or '-'}"
-            + (f" (and {' '.join(skipped)}: make test runs it twice already)" if skipped else "")
-        )
-        candidates = _rotated(direct, day) + _rotated(through, day)
-        chosen, left, cost = touched.plan(chosen, candidates, args.budget)
-        print(
-            f"labkit rerun: running {' '.join(p.name[:2] for p in chosen) or 'nothing'} "
-            f"(about {cost:.0f} s: {touched.RERUN_COST:g} x each header's smoke time; budget "
-            f"{args.budget:.0f} s)"
-        )
-        if left:
-            print(
-                f"labkit rerun: touched but not rerun, over the budget: "
-                f"{' '.join(p.name[:2] for p in left)} (RERUN=all runs every lesson)"
-            )
+        for line in lines:
+            print(f"labkit rerun: {line}")
     if args.plan:
         return 0
     failed = 0

@@ -68,13 +68,13 @@ def _cell_head(source: str, lines: int = 6) -> str:
     return "\n".join("    " + line for line in body[:lines]) + more
 
 
-def probe_exercise(runner, nb, answer: str, check: str) -> tuple[bool, str]:
+def probe_exercise(runner, nb, answer: str, check: str) -> tuple[list[str], bool, str]:
     """In a kernel that has run the lesson: run an exercise's learner cells (the stub, then the
     guarded check) and expect the check to stop at once, naming the first missing answer; then
     run the lesson's own check, unguarded, on the stub's values: it must fail too (a check that
     passes with the answer unset tests nothing). The names the stub unsets are saved before and
-    put back after, so that later cells see the lesson's own values. Returns ``(ok, what the
-    checks said)``."""
+    put back after, so that later cells see the lesson's own values. Returns ``(names, ok, what
+    the checks said)``."""
     import nbclient
     import nbformat
 
@@ -105,7 +105,7 @@ def probe_exercise(runner, nb, answer: str, check: str) -> tuple[bool, str]:
         runner.execute_cell(nb.cells[first + 4], first + 4)
     finally:
         del nb.cells[first:]
-    return ok, "; ".join(said)
+    return names, ok, "; ".join(said)
 
 
 def run_lesson(
@@ -151,8 +151,7 @@ def run_lesson(
                 runner.execute_cell(nb.cells[i], i)
             for n, (answer, check) in enumerate(sources, 1):
                 current = -n
-                ok, said = probe_exercise(runner, nb, answer, check)
-                probes.append((ex.needed_names(answer, check), ok, said))
+                probes.append(probe_exercise(runner, nb, answer, check))
         except stops as exc:
             failed = (current, exc)
         finally:

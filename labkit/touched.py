@@ -139,3 +139,58 @@ def plan(
         else:
             left.append(path)
     return run, left, cost
+
+
+def _rotated(paths: list[Path], day: int) -> list[Path]:
+    """``paths`` starting at the day's place, so that a budget cuts a different tail each day."""
+    if not paths:
+        return paths
+    k = day % len(paths)
+    return paths[k:] + paths[:k]
+
+
+def rerun_plan(
+    first: list[Path],
+    lessons: list[Path],
+    day: int,
+    budget_s: float,
+    skips: tuple[str, ...] = (),
+    base: str | None = None,
+) -> tuple[list[Path], list[str]]:
+    """What ``labkit rerun --touched`` runs, and the log lines that say why: ``first`` (the
+    named lessons and the day's), then the touched lessons (their notebook first, then through
+    a module; each group rotated by ``day``) within ``budget_s`` (:func:`plan`). Lessons whose
+    number is in ``skips`` are named but not run (``make test`` runs 04 twice already).
+    ``base``: changes after it (``RERUN_BASE``); by default :func:`session_base`."""
+    given = base is not None
+    base = base or session_base()
+    if not base:
+        since = "(every commit is new: all of it)"
+    else:
+        since = f"since {base[:9]}" + (
+            "" if given else f" (the commits within {SESSION_HOURS:g} h of HEAD)"
+        )
+    changed = changed_files(base)
+    direct, through = touched_lessons(changed, lessons)
+    skipped = [p.name[:2] for p in direct + through if p.name[:2] in skips]
+    direct = [p for p in direct if p.name[:2] not in skips]
+    through = [p for p in through if p.name[:2] not in skips]
+
+    def names(paths: list[Path]) -> str:
+        return " ".join(p.name[:2] for p in paths)
+
+    lines = [
+        f"{len(changed)} file(s) changed {since}; lessons touched: notebook "
+        f"{names(direct) or '-'}, labkit modules {names(through) or '-'}"
+        + (f" (and {' '.join(skipped)}: make test runs it twice already)" if skipped else "")
+    ]
+    run, left, cost = plan(first, _rotated(direct, day) + _rotated(through, day), budget_s)
+    lines.append(
+        f"running {names(run) or 'nothing'} (about {cost:.0f} s: {RERUN_COST:g} x each "
+        f"header's smoke time; budget {budget_s:.0f} s)"
+    )
+    if left:
+        lines.append(
+            f"touched but not rerun, over the budget: {names(left)} (RERUN=all runs every lesson)"
+        )
+    return run, lines

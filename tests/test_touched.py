@@ -79,3 +79,15 @@ def test_touched_lessons_and_the_budget(tmp_path):
     assert direct == [b] and through == [a]
     run, left, cost = touched.plan([a], [b, c], budget_s=150)
     assert run == [a, c] and left == [b] and cost == touched.RERUN_COST * (60 + 30)
+
+
+def test_rerun_plan_names_what_it_runs_skips_and_leaves_out(tmp_path, monkeypatch):
+    a = _lesson(tmp_path / "01_a.ipynb", "print(1)\n", "`smoke` ≈ 60 s")
+    b = _lesson(tmp_path / "02_b.ipynb", "print(1)\n", "`smoke` ≈ 2 min")
+    c = _lesson(tmp_path / "04_c.ipynb", "print(1)\n", "`smoke` ≈ 30 s")
+    changed = ["notebooks/02_b.ipynb", "notebooks/04_c.ipynb"]
+    monkeypatch.setattr(touched, "changed_files", lambda base: changed)
+    run, lines = touched.rerun_plan([a], [a, b, c], day=0, budget_s=150, skips=("04",), base="b")
+    assert run == [a]  # 02 would take the estimate past the budget; 04 is skipped
+    assert "since b; lessons touched: notebook 02," in lines[0] and "(and 04:" in lines[0]
+    assert lines[1].startswith("running 01 (about 90 s") and "over the budget: 02" in lines[2]
