@@ -16,11 +16,17 @@ Never ``ray stop`` and never ``AutoscalingCluster``: both kill every Ray process
 from __future__ import annotations
 
 import atexit
+import json
 import os
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from labkit import lifecycle, logs, procs, raystart
 from labkit.net import LOCALHOST, enable_token_auth, free_port
@@ -343,6 +349,9 @@ class ElasticCluster:
     object_store_mb: int = 100
     idle_timeout_s: float = 15.0
     upscaling_speed: float = 1.0
+    # Ray system settings for the head (its GCS), e.g. faster node-death detection:
+    # {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+    system_config: dict[str, Any] = field(default_factory=dict)
     connect: bool = True
     temp_dir: str = ""
     address: str = ""
@@ -388,7 +397,14 @@ class ElasticCluster:
                 num_cpus=0,  # the head runs no work: the autoscaler adds nodes for it
                 object_store_mb=self.object_store_mb,
                 env=env,
-                extra=(f"--autoscaling-config={config_file}",),
+                extra=(
+                    f"--autoscaling-config={config_file}",
+                    *(
+                        (f"--system-config={json.dumps(self.system_config)}",)
+                        if self.system_config
+                        else ()
+                    ),
+                ),
             )
             self._remember()
             lifecycle.claim(self)
@@ -418,6 +434,58 @@ class ElasticCluster:
         import ray
 
         return sum(1 for n in ray.nodes() if n["Alive"] and n["NodeID"] != FAKE_HEAD_NODE_ID)
+
+    @contextmanager
+    def sampling(self, interval: float = 0.5) -> Iterator[list[tuple[float, int]]]:
+        """Count the alive worker nodes every ``interval`` s in a background thread while the
+        block runs. Yields a list that fills with ``(time.time(), workers)`` pairs (wall-clock
+        times, so they line up with times other processes on this machine record).
+        """
+        samples: list[tuple[float, int]] = []
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                try:
+                    samples.append((time.time(), self.workers()))
+                except Exception:  # noqa: BLE001 (a sample lost while the GCS is busy)
+                    pass
+                done.wait(interval)
+
+        thread = threading.Thread(target=sample, name="labkit-node-sampler", daemon=True)
+        thread.start()
+        try:
+            yield samples
+        finally:
+            done.set()
+            thread.join(timeout=5)
+
+    def kill_node(self, node_id: str | None = None) -> str:
+        """Lose a worker node as a crashed machine would: SIGKILL its raylet (the fake provider
+        gives each node's raylet its node ID in ``RAY_OVERRIDE_NODE_ID_FOR_TESTING``). Kills
+        ``node_id``, or the newest alive worker node; returns the ID of the node it killed.
+        """
+        import ray
+
+        alive = [
+            n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != FAKE_HEAD_NODE_ID
+        ]
+        if node_id is None:
+            if not alive:
+                raise RuntimeError("no alive worker node to kill")
+            node_id = max(alive)  # the fake provider numbers its nodes in launch order
+        elif node_id not in alive:
+            raise ValueError(f"{node_id[-8:]} is not an alive worker node of this cluster")
+        for proc in raystart.processes_under(self.temp_dir):
+            try:
+                if proc.name() == "raylet" and (
+                    proc.environ().get("RAY_OVERRIDE_NODE_ID_FOR_TESTING") == node_id
+                ):
+                    proc.kill()
+                    return node_id
+            except psutil.Error:
+                continue
+        raise RuntimeError(f"no raylet found for node {node_id[-8:]} under {self.temp_dir}")
 
     def trace(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,13 @@ def with_children(processes: list[psutil.Process]) -> list[psutil.Process]:
     return list(tree.values())
 
 
+def _zombie(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True  # gone
+
+
 def terminate(processes: list[psutil.Process], timeout: float = 10.0) -> None:
     """SIGTERM the processes, wait up to ``timeout`` seconds, then SIGKILL what is left."""
     for proc in processes:
@@ -132,7 +140,12 @@ def terminate(processes: list[psutil.Process], timeout: float = 10.0) -> None:
             proc.terminate()
         except psutil.Error:
             pass
-    _gone, still = psutil.wait_procs(processes, timeout=timeout)
+    still, deadline = list(processes), time.monotonic() + timeout
+    while still and time.monotonic() < deadline:
+        _gone, still = psutil.wait_procs(still, timeout=0.2)
+        # A zombie has exited; only its parent can reap it (Ray's autoscaler is the parent of
+        # the nodes it launched), so waiting for it to vanish would wait out the whole timeout.
+        still = [proc for proc in still if not _zombie(proc)]
     for proc in still:
         try:
             proc.kill()

@@ -44,11 +44,16 @@ def processes_under(temp_dir: str) -> list[psutil.Process]:
     return [p for p in procs.with_children(named) if p.pid != os.getpid()]
 
 
+CLEAR_GRACE_S = 3.0
+
+
 def clear(temp_dir: str, owner: str | None = None) -> int:
     """Stop every process under ``temp_dir`` (and ``owner``'s recorded ones), remove the dir."""
     left = processes_under(temp_dir)
     if left:
-        procs.terminate(left)
+        # A short grace: the cluster and its temp dir are thrown away, and on SIGTERM Ray's GCS,
+        # autoscaler and runtime-env agents can take 10 s or more to exit.
+        procs.terminate(left, timeout=CLEAR_GRACE_S)
     if owner:
         procs.stop(owner)
     shutil.rmtree(temp_dir, ignore_errors=True)

@@ -80,3 +80,30 @@ def test_with_children_finds_the_whole_tree_once():
         assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree)
     finally:
         parent.kill()
+
+
+def test_terminate_does_not_wait_for_a_zombie_another_process_must_reap():
+    # The child exits at once; its parent never reaps it (as Ray's autoscaler does not reap the
+    # nodes it launched until it exits itself): a zombie, which only its parent can clear.
+    code = (
+        "import subprocess, sys, time; "
+        "child = subprocess.Popen([sys.executable, '-c', 'pass']); time.sleep(120)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            kids = psutil.Process(parent.pid).children()
+            if kids and kids[0].status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.1)
+        (zombie,) = psutil.Process(parent.pid).children()
+        assert zombie.status() == psutil.STATUS_ZOMBIE
+        t0 = time.monotonic()
+        procs.terminate([zombie], timeout=90)
+        # it returns once the zombie is seen, not after the 90 s it would otherwise wait out
+        assert time.monotonic() - t0 < 45
+        assert psutil.Process(parent.pid).is_running()  # the parent was not touched
+    finally:
+        parent.kill()
+        parent.wait(timeout=10)

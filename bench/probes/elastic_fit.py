@@ -11,10 +11,21 @@ What it showed on the 2-core box (2026-12-03), for issue 23's elastic section in
 * a loop that runs DDP steps for a fixed wall time hangs (ranks run different step counts and
   their all-reduces never pair up): use a fixed number of steps per epoch;
 * epochs 0-7 ran on 2 workers; after the kill the group restarted with 1 worker from the last
-  checkpoint (epoch 7 redone), 70 s after epoch 7 (not yet explained: node-death detection, the
-  old group's shutdown?), and the autoscaler did not bring the second node back within the
-  remaining 14 s; the fit took 136 s in all, which does not fit lesson 05's 180 s at smoke with
-  the rest of the lesson (about 100 s).
+  checkpoint (epoch 7 redone), 70 s after epoch 7, and the autoscaler did not bring the second
+  node back within the remaining 14 s; the fit took 136 s in all, which does not fit lesson 05's
+  180 s at smoke with the rest of the lesson (about 100 s).
+
+The 70 s, explained by a second run (same day, the controller's log lines read in order):
+* the node was declared dead after the GCS's default health checks (5 misses, 3 s apart);
+* the controller then decided "ready resources for 2 workers" and tried a 2-worker group: the
+  autoscaling coordinator it asks (``ray.data._internal.cluster_autoscaler``) refreshes its view
+  of the nodes only every ``TICK_INTERVAL_S`` = 20 s, so it still counted the dead node;
+* that start waited ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S`` (60 s by default) and failed with
+  ``WorkerGroupStartupTimeoutError`` (a controller error: retried, not counted against
+  ``max_failures``); the next decision saw 1 worker's room and started it.
+Lesson 05 therefore sets the start timeout to 10 s and the health checks to 3 misses 1 s apart,
+keeps a node warm so the fit starts with 1 worker and grows, and stops the fit one epoch after
+the kill: about 70 s in all. Its cell records the grow and shrink times (``elastic.train_*``).
 """
 
 import json
