@@ -135,3 +135,18 @@ def cross_node_read(source: str, reader: str, mb: int, repeats: int) -> dict:
         "mb": mb,
         "repeats": repeats,
     }
+
+
+def shares_on(options: dict, node: dict) -> dict:
+    """Ray actor ``options`` cut to what ``node`` (an entry of ``ray.nodes()``) offers, for an
+    actor pinned there: a CPU or GPU request the node cannot meet becomes 0 CPUs or no GPU (a
+    0-CPU head, as production heads often are, still takes an actor that asks for nothing).
+    Other options pass through. The pin itself is the caller's:
+    ``{"label_selector": {"ray.io/node-id": node["NodeID"]}}``."""
+    have = node.get("Resources", {})
+    out = dict(options)
+    if out.get("num_cpus", 0) > have.get("CPU", 0):
+        out["num_cpus"] = 0
+    if out.get("num_gpus", 0) > have.get("GPU", 0):
+        out.pop("num_gpus")
+    return out

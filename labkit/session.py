@@ -127,8 +127,8 @@ class Session:
 
         try:
             if ray.is_initialized() and "ray.serve" in sys.modules and self._serve_running():
-                # On a shared cluster, Serve is not this session's to shut down (the Serve
-                # lesson runs on a local session of its own).
+                # On a shared cluster, Serve is not this session's to shut down (lesson 09
+                # deletes its own apps there).
                 if self.mode == "local":
                     from ray import serve
 

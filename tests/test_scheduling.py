@@ -55,3 +55,13 @@ def test_cross_node_read_reads_a_block_made_on_another_node():
         assert all(out[k] > 0 for k in ("same_gbps", "cross_gbps", "copy_gbps"))
     finally:
         cluster.stop()
+
+
+def test_shares_on_asks_only_for_what_the_node_offers():
+    share = {"num_cpus": 0.25, "num_gpus": 0.125, "memory": 1}
+    worker = {"NodeID": "w", "Resources": {"CPU": 1.0, "GPU": 2.0}}
+    head = {"NodeID": "h", "Resources": {"memory": 8.0}}  # a 0-CPU, 0-GPU head
+    assert sch.shares_on(share, worker) == share
+    assert sch.shares_on(share, head) == {"num_cpus": 0, "memory": 1}
+    assert share == {"num_cpus": 0.25, "num_gpus": 0.125, "memory": 1}  # not changed in place
+    assert sch.shares_on({}, head) == {}
