@@ -63,16 +63,23 @@ def test_corrupt_registry_is_treated_as_empty(registry):
     assert procs.alive() == []
 
 
-def test_with_children_finds_the_whole_tree_once():
+def _parent_of_one(child_code: str, ready, timeout: float = 20):
+    """A Python process that starts one child running ``child_code`` and sleeps without reaping
+    it; returns once ``ready(children)`` holds (or ``timeout`` passes)."""
     code = (
         "import subprocess, sys, time; "
-        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+        f"child = subprocess.Popen([sys.executable, '-c', {child_code!r}]); time.sleep(120)"
     )
     parent = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not ready(psutil.Process(parent.pid).children()):
+        time.sleep(0.1)
+    return parent
+
+
+def test_with_children_finds_the_whole_tree_once():
+    parent = _parent_of_one("import time; time.sleep(60)", ready=bool, timeout=10)
     try:
-        deadline = time.monotonic() + 10
-        while not psutil.Process(parent.pid).children() and time.monotonic() < deadline:
-            time.sleep(0.1)
         tree = procs.with_children([psutil.Process(parent.pid), psutil.Process(parent.pid)])
         assert len(tree) == 2 and tree[-1].pid == parent.pid
         procs.terminate(tree, timeout=5)
@@ -85,18 +92,10 @@ def test_with_children_finds_the_whole_tree_once():
 def test_terminate_does_not_wait_for_a_zombie_another_process_must_reap():
     # The child exits at once; its parent never reaps it (as Ray's autoscaler does not reap the
     # nodes it launched until it exits itself): a zombie, which only its parent can clear.
-    code = (
-        "import subprocess, sys, time; "
-        "child = subprocess.Popen([sys.executable, '-c', 'pass']); time.sleep(120)"
+    parent = _parent_of_one(
+        "pass", ready=lambda kids: bool(kids) and kids[0].status() == psutil.STATUS_ZOMBIE
     )
-    parent = subprocess.Popen([sys.executable, "-c", code])
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            kids = psutil.Process(parent.pid).children()
-            if kids and kids[0].status() == psutil.STATUS_ZOMBIE:
-                break
-            time.sleep(0.1)
         (zombie,) = psutil.Process(parent.pid).children()
         assert zombie.status() == psutil.STATUS_ZOMBIE
         t0 = time.monotonic()

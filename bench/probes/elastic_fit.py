@@ -33,7 +33,6 @@ import os
 import threading
 import time
 
-import psutil
 from ray.train import Checkpoint, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
@@ -115,22 +114,9 @@ def watch():
         w = lines[-1]["workers"] if lines else 0
         samples.append((time.monotonic() - T0, n, w))
         if w == 2 and "t" not in killed:
-            # kill one worker node's raylet
-            from labkit.cluster import FAKE_HEAD_NODE_ID
-
-            for proc in psutil.process_iter(["name", "cmdline"]):
-                try:
-                    if proc.info["name"] == "raylet" and elastic.temp_dir in " ".join(
-                        proc.info["cmdline"] or []
-                    ):
-                        env = proc.environ()
-                        if env.get("RAY_OVERRIDE_NODE_ID_FOR_TESTING", "") != FAKE_HEAD_NODE_ID:
-                            proc.kill()
-                            killed["t"] = time.monotonic() - T0
-                            print(f"killed raylet {proc.pid} at {killed['t']:.0f}s", flush=True)
-                            break
-                except psutil.Error:
-                    pass
+            node = elastic.kill_node()  # one worker node's raylet, SIGKILLed
+            killed["t"] = time.monotonic() - T0
+            print(f"killed node {node[-5:]}'s raylet at {killed['t']:.0f}s", flush=True)
         time.sleep(1)
 
 
