@@ -26,7 +26,7 @@ from labkit import netns, workshop
 from labkit.params import repo_root
 
 #: Lessons that join the cluster, and those that keep a local Ray of their own there.
-JOIN = ["00", "01", "02", "03", "06", "07", "08", "09"]
+JOIN = ["00", "01", "02", "03", "06", "07", "08", "09", "11"]
 LOCAL = ["10"]
 
 

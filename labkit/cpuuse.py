@@ -5,6 +5,9 @@ and after; ``use.seconds`` maps a kind (this driver, Ray's workers, the raylet, 
 other processes, everything else) to the CPU seconds it used in between, and ``use.wall_s`` is
 the wall time. Processes that start or end in between count from zero or until their last
 snapshot; a process that both starts and ends in between is missed (say so when it matters).
+
+On a cluster, each node's processes run on its own machine: :class:`NodeCpu`, one 0-CPU actor
+per node, counts the processes under that node's raylet where they run.
 """
 
 from __future__ import annotations
@@ -39,16 +42,48 @@ def kind_of(pid: int, name: str, cmdline: list[str]) -> str:
     return "other"
 
 
-def _snapshot() -> dict[tuple[int, float], tuple[str, float]]:
+_ATTRS = ["pid", "name", "cmdline", "create_time", "cpu_times"]
+
+
+def _readings(root: int | None) -> Iterator[dict]:
+    """Each process's name, command line and CPU times: every process on the machine, or, with
+    ``root``, only those under that PID (its children, theirs, and so on)."""
+    if root is None:
+        for proc in psutil.process_iter(_ATTRS):
+            yield proc.info
+        return
+    try:
+        below = psutil.Process(root).children(recursive=True)
+    except psutil.Error:
+        return
+    for proc in below:
+        try:
+            yield proc.as_dict(_ATTRS)
+        except psutil.Error:
+            continue
+
+
+def _snapshot(root: int | None = None) -> dict[tuple[int, float], tuple[str, float]]:
     out = {}
-    for proc in psutil.process_iter(["pid", "name", "cmdline", "create_time", "cpu_times"]):
-        info = proc.info
+    for info in _readings(root):
         times = info.get("cpu_times")
         if times is None:
             continue
         kind = kind_of(info["pid"], info.get("name") or "", info.get("cmdline") or [])
         out[(info["pid"], info.get("create_time") or 0.0)] = (kind, times.user + times.system)
     return out
+
+
+def raylet_pid(pid: int | None = None) -> int | None:
+    """The raylet that a process (default: this one) runs under: its nearest ancestor named
+    ``raylet``, which started it. None outside a Ray worker."""
+    try:
+        for parent in psutil.Process(pid).parents():
+            if parent.name() == "raylet":
+                return parent.pid
+    except psutil.Error:
+        return None
+    return None
 
 
 @dataclass
@@ -88,8 +123,9 @@ def machine_idle_s() -> float:
 
 
 @contextmanager
-def cpu_by_kind(sample_s: float | None = None) -> Iterator[CpuUse]:
-    """Measure CPU seconds per kind of process while the ``with`` body runs.
+def cpu_by_kind(sample_s: float | None = None, root: int | None = None) -> Iterator[CpuUse]:
+    """Measure CPU seconds per kind of process while the ``with`` body runs: every process on
+    this machine, or with ``root`` only the processes under that PID (a raylet's: one node's).
 
     With ``sample_s``, a thread also snapshots every ``sample_s`` seconds and keeps each
     process's last reading, so that a process that ends inside the window (a Tune trial, Train's
@@ -98,13 +134,13 @@ def cpu_by_kind(sample_s: float | None = None) -> Iterator[CpuUse]:
     import threading
 
     use = CpuUse()
-    before, steal = _snapshot(), _steal()
+    before, steal = _snapshot(root), _steal()
     seen = dict(before)  # each process's latest reading
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.wait(sample_s):
-            seen.update(_snapshot())
+            seen.update(_snapshot(root))
 
     sampler = threading.Thread(target=sample, daemon=True) if sample_s else None
     if sampler:
@@ -118,11 +154,59 @@ def cpu_by_kind(sample_s: float | None = None) -> Iterator[CpuUse]:
         if sampler:
             stop.set()
             sampler.join()
-        seen.update(_snapshot())
+        seen.update(_snapshot(root))
         totals = dict.fromkeys(KINDS, 0.0)
         for key, (kind, cpu) in seen.items():
             totals[kind] += max(0.0, cpu - before.get(key, (kind, 0.0))[1])
         use.seconds = totals
+
+
+class NodeCpu:
+    """CPU seconds per kind of process under one raylet (one node's Ray processes), counted over
+    named windows: ``begin(name)``, then ``end(name)`` returns the seconds per kind.
+
+    Run as a 0-CPU Ray actor on each node (:func:`on_every_node`), it reads a cluster's counters
+    where its processes run, and only that node's: nodes that share a machine (the kit's own
+    clusters) each count their own. ``root`` defaults to the raylet this process runs under.
+    The counter counts itself as the ``driver`` kind, not as a worker."""
+
+    def __init__(self, sample_s: float = 0.5, root: int | None = None) -> None:
+        self.root = root if root is not None else raylet_pid()
+        if self.root is None:
+            raise RuntimeError("NodeCpu counts a raylet's processes: run it as a Ray actor")
+        self.sample_s = sample_s
+        self._open: dict[str, tuple] = {}
+
+    def node_id(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def begin(self, name: str) -> None:
+        window = cpu_by_kind(self.sample_s, root=self.root)
+        self._open[name] = (window, window.__enter__())
+
+    def end(self, name: str) -> dict[str, float]:
+        window, use = self._open.pop(name)
+        window.__exit__(None, None, None)
+        return use.seconds
+
+
+def on_every_node(sample_s: float = 0.5) -> list:
+    """One :class:`NodeCpu` actor per alive node (0 CPUs, pinned to its node), started and ready."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    counter = ray.remote(num_cpus=0)(NodeCpu)
+    actors = [
+        counter.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        ).remote(sample_s)
+        for node in ray.nodes()
+        if node["Alive"]
+    ]
+    ray.get([a.node_id.remote() for a in actors])  # started, so that no window waits for it
+    return actors
 
 
 def wait_quiet(

@@ -57,6 +57,8 @@ NOISE = (
     re.compile(r"Checkpoint successfully created at: Checkpoint\("),
     # Serve's controller is killed at serve.shutdown(); Ray reports its last calls as retried.
     re.compile(r"Task ServeController\.\w+ failed\. There are infinite retries remaining"),
+    # torch's c10d on a node whose address has no host name (the kit's namespaced nodes).
+    re.compile(r"\[c10d\] The hostname of the client socket cannot be retrieved"),
     # Serve's router on a busy 2-core machine: a replica's queue length came back late.
     re.compile(r"Failed to get queue length from Replica\(id="),
 )

@@ -29,6 +29,7 @@ from labkit import lifecycle, logs, procs
 from labkit.net import LOCALHOST, auth_token, enable_token_auth, free_port, token_path
 
 _current: Session | None = None
+HEAD = "node:__internal_head__"  # the resource only the head node has
 
 
 @dataclass
@@ -67,6 +68,19 @@ class Session:
         """True when Ray's GPUs are bookkeeping only (no CUDA device behind them)."""
         return self.resources.get("GPU", 0) > 0 and self.real_gpus == 0 and self.mode == "local"
 
+    def require_head(self, why: str) -> None:
+        """Fail unless this driver runs on the cluster's head node (always so for a local session):
+        Serve's proxy on 127.0.0.1, the one a lesson calls, is its own node's. ``why`` is said."""
+        import ray
+
+        here = ray.get_runtime_context().get_node_id()
+        heads = [n["NodeID"] for n in ray.nodes() if n["Alive"] and HEAD in n["Resources"]]
+        if here not in heads:
+            raise RuntimeError(
+                f"run this lesson from the cluster's head node ({why}); this driver's node is "
+                f"{here[:12]}, the head {heads[0][:12] if heads else '(none alive)'}"
+            )
+
     def dashboard_get(self, path: str, timeout: float = 10.0) -> Any:
         """GET a dashboard REST path (e.g. ``/api/version``) with the token, return parsed JSON."""
         import json
@@ -86,6 +100,8 @@ class Session:
         gpus = res.get("GPU", 0)
         if gpus and self.gpus_are_logical:
             gpu_line = f"{gpus:g} logical (no CUDA device behind them: scheduling only)"
+        elif gpus and self.mode == "cluster":  # a node's GPUs may be logical: it cannot tell
+            gpu_line = f"{gpus:g} (the nodes' ray start says whether CUDA is behind them)"
         elif gpus:
             gpu_line = f"{gpus:g} real"
         else:

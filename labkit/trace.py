@@ -22,11 +22,14 @@ def task_spans(
     *,
     names: Iterable[str] | None = None,
     origin: float | None = None,
+    job: str | None = None,
 ):
     """One row per task run: ``worker`` (a short lane name), ``node``, ``task`` (its function
     or ``Class.method``), ``task_id``, ``start_s``, ``end_s``, ``dur_s``, sorted by start.
 
-    ``names`` keeps only those tasks (by their ``task::`` name); the worker lanes are named
+    ``names`` keeps only those tasks (by their ``task::`` name), and ``job`` only one job's
+    (``ray.get_runtime_context().get_job_id()``: a task's id ends with its job's, and the
+    timeline lists every job the cluster ran, other drivers' too); the worker lanes are named
     ``w0, w1, ...`` in order of their first task, with the worker id's first 8 characters.
     Times count from the first task's start, or from ``origin`` (a ``time.time()`` value: the
     timeline's clock is the wall clock).
@@ -42,13 +45,16 @@ def task_spans(
         task = cat[len(TASK_PREFIX) :]
         if keep is not None and task not in keep:
             continue
+        task_id = (ev.get("args") or {}).get("task_id")
+        if job is not None and not str(task_id).endswith(job):
+            continue
         start = float(ev["ts"]) / 1e6
         rows.append(
             {
                 "worker_id": str(ev.get("tid", "")).removeprefix("worker:"),
                 "node": str(ev.get("pid", "")),
                 "task": task,
-                "task_id": (ev.get("args") or {}).get("task_id"),
+                "task_id": task_id,
                 "start_s": start,
                 "end_s": start + float(ev.get("dur", 0.0)) / 1e6,
             }
@@ -91,31 +97,47 @@ class Stages:
 
     :meth:`table` adds what ``ray.timeline()`` says about each window: the seconds Ray's tasks
     and actor calls ran in it (on a CPU or waiting), and the share of ``n_slots`` CPUs they
-    occupied. It also adds what the
-    operating system counted for Ray's worker processes on this machine in the window
-    (:func:`labkit.cpuuse.cpu_by_kind`): that includes work the timeline does not list, such as
-    Serve's replicas answering HTTP requests.
+    occupied. It also adds what the operating system counted for Ray's worker processes in the
+    window (:func:`labkit.cpuuse.cpu_by_kind`): that includes work the timeline does not list,
+    such as Serve's replicas answering HTTP requests. By default it counts this machine's
+    workers; with ``per_node=True`` (Ray connected), one :class:`labkit.cpuuse.NodeCpu` actor
+    per node counts those under that node's raylet, where they run: on a cluster, elsewhere.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, per_node: bool = False) -> None:
         import time
 
+        from labkit import cpuuse
+
         self._clock = time.time
+        self.nodes = cpuuse.on_every_node() if per_node else []  # the counters, one per node
         self.origin = self._clock()
         self.windows: dict[str, tuple[float, float]] = {}
         self.worker_cpu_s: dict[str, float] = {}  # Ray workers' CPU seconds, from the OS
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        import contextlib
+
         from labkit.cpuuse import cpu_by_kind
 
+        if self.nodes:
+            import ray
+
+            ray.get([node.begin.remote(name) for node in self.nodes])
         start = self._clock()
+        # Sampled: workers that end in the stage (a trial, a worker group) count too.
+        here = contextlib.nullcontext() if self.nodes else cpu_by_kind(sample_s=0.5)
         try:
-            with cpu_by_kind(sample_s=0.5) as use:  # workers that end in the stage count too
+            with here as use:
                 yield
         finally:
             self.windows[name] = (start - self.origin, self._clock() - self.origin)
-            self.worker_cpu_s[name] = use.seconds.get("Ray workers", 0.0)
+            if self.nodes:
+                counted = ray.get([node.end.remote(name) for node in self.nodes])
+            else:
+                counted = [use.seconds]
+            self.worker_cpu_s[name] = sum(c.get("Ray workers", 0.0) for c in counted)
 
     def seconds(self) -> dict[str, float]:
         """Each stage's wall time."""

@@ -87,3 +87,43 @@ def test_wait_quiet_gives_up_after_its_timeout_and_says_what_it_saw():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_root_counts_only_the_processes_under_it():
+    """cpu_by_kind(root=...) and NodeCpu count a process tree (a raylet's: one node's), not the
+    machine: a spinner under the root counts, one beside it does not."""
+    import subprocess
+    import sys
+
+    spin = "import time\nwhile time.process_time() < 0.6: pass\ntime.sleep(30)"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys; subprocess.run([sys.executable, '-c', {spin!r}])",
+        ]
+    )
+    beside = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        counter = cpuuse.NodeCpu(sample_s=0.2, root=parent.pid)
+        counter.begin("w")
+        with cpuuse.cpu_by_kind(root=parent.pid) as use:
+            time.sleep(2.0)
+        seconds = counter.end("w")
+        under = sum(use.seconds.values())
+        assert 0.3 <= under <= 1.0  # the grandchild's spin (and its start-up), not the other's
+        assert 0.3 <= sum(seconds.values()) <= 1.0
+    finally:
+        for proc in (parent, beside):
+            proc.kill()
+            proc.wait()
+
+
+def test_raylet_pid_is_none_outside_ray():
+    assert cpuuse.raylet_pid() is None
+    try:
+        cpuuse.NodeCpu()
+    except RuntimeError as exc:
+        assert "Ray actor" in str(exc)
+    else:
+        raise AssertionError("NodeCpu outside Ray must refuse")

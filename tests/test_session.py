@@ -58,6 +58,16 @@ def test_start_is_idempotent(local):
     assert session.current() is local
 
 
+def test_require_head_passes_on_the_head_and_names_both_nodes_elsewhere(local, monkeypatch):
+    import ray
+
+    local.require_head("Serve's proxy")  # a local session's only node is its head
+    other = {"NodeID": "f" * 56, "Alive": True, "Resources": {session.HEAD: 1.0}}
+    monkeypatch.setattr(ray, "nodes", lambda: [other])  # as seen from a worker machine
+    with pytest.raises(RuntimeError, match=r"head node \(Serve's proxy\).*the head ffffffffffff"):
+        local.require_head("Serve's proxy")
+
+
 def test_a_rerun_frees_the_cpus_serve_apps_of_the_first_run_hold(local, capfd):
     """Run All again in one kernel: the setup cell's start() finds the same session, and
     the first run's Serve replicas must not keep the CPUs that the rerun's tasks need."""
@@ -237,6 +247,7 @@ def test_joining_an_existing_cluster_ships_labkit(tmp_path):
             "    return labkit.__file__\n"
             "print('REMOTE', ray.get(where.remote()))\n"
             "print('CPUS', ray.cluster_resources()['CPU'])\n"
+            "s.require_head('this test')  # a driver on the head's machine is on the head node\n"
             "s.stop()\n"
         )
         client_env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}

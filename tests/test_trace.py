@@ -134,3 +134,41 @@ def test_data_ops_reads_dataset_stats():
     assert lf["task_wall_s"] == pytest.approx(1.52) and lf["cpu_s"] == pytest.approx(0.06762)
     assert ops["ReadFilesParquetV2"]["cpu_s"] == pytest.approx(0.77061)
     assert trace.data_ops("no operators here") == {}
+
+
+def test_task_spans_keep_one_jobs_tasks():
+    """The timeline lists every job the cluster ran; a task's id ends with its job's id."""
+    events = [
+        _event("task::mine", "w1", 1_000_000, 1_000_000, "aa" * 20 + "01000000"),
+        _event("task::theirs", "w2", 1_000_000, 1_000_000, "bb" * 20 + "02000000"),
+    ]
+    assert list(trace.task_spans(events)["task"]) == ["mine", "theirs"]
+    assert list(trace.task_spans(events, job="01000000")["task"]) == ["mine"]
+
+
+@pytest.mark.ray
+def test_stages_per_node_count_the_workers_under_each_raylet():
+    """With per_node=True, a counter actor per node counts that node's Ray workers: a task's CPU
+    seconds show in the stage that ran it, and none in a stage where nothing ran."""
+    import time
+
+    import ray
+
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+
+        @ray.remote
+        def spin(cpu_s: float) -> None:
+            while time.process_time() < cpu_s:
+                pass
+
+        stages = trace.Stages(per_node=True)
+        assert len(stages.nodes) == 1
+        with stages("work"):
+            ray.get(spin.remote(1.0))
+        with stages("idle"):
+            time.sleep(1.0)
+        assert stages.worker_cpu_s["work"] >= 0.8
+        assert stages.worker_cpu_s["idle"] < 0.3
+    finally:
+        ray.shutdown()
