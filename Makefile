@@ -68,13 +68,13 @@ test-unit: install
 	LABKIT_TEST_TIER=unit LABKIT_SIZE=smoke RAY_ADDRESS= \
 	  $(PY) -m pytest tests -m "not ray and not notebook and not network" -q --durations=5
 
-# The lessons on a multi-node cluster (labkit/clustercheck.py): a 0-CPU head and two worker nodes
+# The lessons on a multi-node cluster (labkit/tools/clustercheck.py): a 0-CPU head and two worker nodes
 # (1 CPU, 2 logical GPUs each; as root, each in a network namespace with a 198.18.x.x address),
 # the joining lessons run with RAY_ADDRESS set, a local lesson checked to send the cluster nothing,
 # the network-cut drill, then down and nothing left. NB="00 06" runs those lessons instead.
 test-cluster: install
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-cluster LABKIT_LOGICAL_GPUS= \
-	  $(PY) -m labkit.clustercheck $(NB)
+	  $(PY) -m labkit.tools.clustercheck $(NB)
 
 # Learner copies in exercises/ (answers stubbed); `make lab` writes them too.
 exercises: install

@@ -57,7 +57,9 @@ def load(path: str | Path) -> dict[str, Any]:
 def validate_cluster_config(config: dict[str, Any] | str) -> None:
     """Run Ray's own ``validate_config(prepare_config(...))`` on ``config`` (a dict or YAML text),
     exactly what ``ray up`` does before it launches anything: raises what the launcher raises."""
-    from ray.autoscaler._private.util import prepare_config, validate_config
+    from labkit.runtime.rayprivate import get
+
+    prepare_config, validate_config = get("prepare_config"), get("validate_config")
 
     if isinstance(config, str):
         config = yaml.safe_load(config)

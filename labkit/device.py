@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 
-from labkit.params import DEVICES, choice
+from labkit.contract import DEVICES, choice
 
 
 class DeviceError(RuntimeError):

@@ -23,22 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SIZES = ("smoke", "small", "full")
-DEVICES = ("auto", "cpu", "cuda")
+from labkit.contract import DEVICES, ENV_PREFIX, SIZES, ParameterError, choice
+from labkit.device import choose as choose_device
+
 DEFAULTS: dict[str, Any] = {
     "SIZE": "small",
     "DEVICE": "auto",
     "SEED": 0,
     "RESULTS_DIR": "runs/latest",
 }
-ENV_PREFIX = "LABKIT_"
 NOTEBOOK_NAME = re.compile(r"^\d\d_[a-z0-9_]+$")
 
 _current: Params | None = None
-
-
-class ParameterError(ValueError):
-    """A notebook parameter has a value the kit cannot use; the message names the valid ones."""
 
 
 @dataclass(frozen=True)
@@ -108,20 +104,6 @@ def _pick(name: str, value: Any) -> tuple[Any, str]:
     return DEFAULTS[name], "default"
 
 
-def choice(name: str, value: Any, valid: tuple[str, ...], source: str = "the call") -> str:
-    """``value`` as one of ``valid`` (case-insensitive), or a ParameterError naming the valid ones.
-
-    The one validator of SIZE and DEVICE, for :func:`setup` and :func:`labkit.device.choose`.
-    """
-    text = str(value).strip().lower()
-    if text not in valid:
-        raise ParameterError(
-            f"{name}={value!r} (from {source}) is not valid; choose one of: {', '.join(valid)}. "
-            f"Set it with papermill `-p {name} {valid[0]}` or `{ENV_PREFIX}{name}={valid[0]}`."
-        )
-    return text
-
-
 def _seed(value: Any, source: str) -> int:
     try:
         seed = int(str(value).strip()) if not isinstance(value, int) else value
@@ -187,9 +169,7 @@ def setup(
     if device == "cuda":
         # Every notebook stops here, before Ray starts, when CUDA was asked for and is absent.
         # (torch is imported only for this request, so a plain run stays fast.)
-        from labkit.device import choose
-
-        choose("cuda")
+        choose_device("cuda")
 
     seed_everything(seed)
     _current = Params(notebook, size, device, seed, results_dir, settings, sources)

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labkit import procs
 from labkit.checks import wait_until
-from labkit.net import LOCALHOST, free_port, listening
+from labkit.runtime import procs
+from labkit.runtime.net import LOCALHOST, free_port, listening
 
 
 class PlainServer:

@@ -19,10 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from labkit import procs
 from labkit.checks import wait_until
-from labkit.net import LOCALHOST, free_port, listening
 from labkit.params import repo_root
+from labkit.runtime import procs
+from labkit.runtime.net import LOCALHOST, free_port, listening
 
 _running: list[Prometheus] = []  # started by this process and not stopped yet
 

@@ -107,7 +107,7 @@ class Stages:
     def __init__(self, per_node: bool = False) -> None:
         import time
 
-        from labkit import cpuuse
+        from labkit.bench import cpuuse
 
         self._clock = time.time
         self.nodes = cpuuse.on_every_node() if per_node else []  # the counters, one per node
@@ -119,7 +119,7 @@ class Stages:
     def __call__(self, name: str) -> Iterator[None]:
         import contextlib
 
-        from labkit.cpuuse import cpu_by_kind
+        from labkit.bench.cpuuse import cpu_by_kind
 
         if self.nodes:
             import ray

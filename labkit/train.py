@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from labkit import cpuuse
+from labkit.bench import cpuuse
 from labkit.models import MLP
 from labkit.params import seed_everything
 
@@ -307,7 +307,7 @@ def plain_ddp(
     """
     import torch.multiprocessing as mp
 
-    from labkit.net import free_port
+    from labkit.runtime.net import free_port
 
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()

@@ -9,4 +9,4 @@ out="${1:-runs/gpu-check}"
 shift || true
 if [ -x .venv/bin/python ]; then py=.venv/bin/python; else py=python3; fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-"$py" -m labkit.cli gpu-check --out "$out" "$@"
+"$py" -m labkit gpu-check --out "$out" "$@"

@@ -9,7 +9,7 @@ import pytest
 from labkit import cli, doctor, procs
 
 ROOT = Path(__file__).resolve().parents[1]
-LABKIT = [sys.executable, "-m", "labkit.cli"]
+LABKIT = [sys.executable, "-m", "labkit"]
 
 
 def test_parse_parameters():

@@ -99,7 +99,7 @@ def _places_tasks_on_separate_nodes_and_cleans_up(pointer, elsewhere):
 
 def test_workshop_cluster_up_join_down(state_dir):
     env = dict(os.environ, LABKIT_STATE_DIR=str(state_dir))
-    cli = [sys.executable, "-m", "labkit.cli", "cluster"]
+    cli = [sys.executable, "-m", "labkit", "cluster"]
     up = subprocess.run(
         cli + ["up", "--workers", "1"], env=env, capture_output=True, text=True, timeout=240
     )

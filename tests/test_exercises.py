@@ -6,6 +6,7 @@ import nbformat
 import pytest
 
 from labkit import exercises as ex
+from labkit import nbrun
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
@@ -90,7 +91,7 @@ def test_a_learner_copy_stops_at_its_first_check(tmp_path):
     copy = tmp_path / "copy" / "99_tiny.ipynb"
     copy.parent.mkdir()
     nbformat.write(ex.learner_copy(nbformat.read(lesson, as_version=4)), copy)
-    ok, why = ex.stops_at_first_check(copy, timeout=60)
+    ok, why = nbrun.stops_at_first_check(copy, timeout=60)
     assert ok, why
     assert "answer is not set yet" in why and "the first check" in why
 

@@ -267,7 +267,9 @@ def test_scale_keys_follow_the_vocabulary(path):
 # ---------------------------------------------------------------- labkit's own surface
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-MODULES = sorted(p for p in (ROOT / "labkit").glob("*.py") if p.stem != "__init__")
+MODULES = sorted(
+    p for p in (ROOT / "labkit").rglob("*.py") if p.stem not in ("__init__", "__main__")
+)
 
 
 def _top_level_definitions() -> dict[tuple[str, str], set[str]]:
@@ -298,7 +300,7 @@ def test_every_public_labkit_name_is_reached_from_a_notebook_or_the_cli():
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "code":
                 roots |= set(WORD.findall(cell.source))
-    for path in (ROOT / "labkit" / "cli.py", ROOT / "labkit" / "__init__.py", ROOT / "Makefile"):
+    for path in (ROOT / "labkit/tools/cli.py", ROOT / "labkit/__init__.py", ROOT / "Makefile"):
         roots |= set(WORD.findall(path.read_text()))
     reached, todo, seen = set(), list(roots), set()
     while todo:
@@ -320,7 +322,13 @@ def test_lazy_modules_and_the_readme_list_every_module():
     import labkit
 
     eager = {"params", "measure", "checks"}
-    assert set(labkit._LAZY_MODULES) | eager == {p.stem for p in MODULES}
+    assert set(labkit._LAZY_MODULES) | eager == {p.stem for p in MODULES} | set(labkit._ROOMS)
+    stems = [p.stem for p in MODULES]
+    assert len(stems) == len(set(stems)), "two modules share a stem (touched.py and MOVED need it)"
+    for path in MODULES:
+        room = path.parent.name
+        if room != "labkit":
+            assert labkit.MOVED[f"labkit.{path.stem}"] == f"labkit.{room}.{path.stem}", path
     layout = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
     missing = [p.stem for p in MODULES if not re.search(rf"^\s+{p.stem}\s", layout, re.M)]
     assert not missing, f"README's layout does not list: {missing}"

@@ -26,7 +26,7 @@ def test_lab_server_is_loopback_only_with_token_auth(tmp_path):
         JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"),
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "labkit.cli", "lab", "--no-browser", "--port", str(port)],
+        [sys.executable, "-m", "labkit", "lab", "--no-browser", "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

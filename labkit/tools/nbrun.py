@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -78,7 +79,7 @@ def probe_exercise(runner, nb, answer: str, check: str) -> tuple[list[str], bool
     import nbclient
     import nbformat
 
-    from labkit import exercises
+    from labkit.tools import exercises
 
     names, stub, guarded = exercises.learner_sources(answer, check)
     keep = f"_labkit_probe_saved = {{n: globals()[n] for n in {names!r} if n in globals()}}"
@@ -127,7 +128,7 @@ def run_lesson(
     import nbclient
     import nbformat
 
-    from labkit import exercises as ex
+    from labkit.tools import exercises as ex
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
@@ -175,3 +176,84 @@ def run_lesson(
             "which answer is missing:\n  " + "\n  ".join(bad)
         )
     return {"seconds": seconds, "exercises": probes}
+
+
+def run_until_first_error(path: str | Path, timeout: int = 600):
+    """Execute a notebook until its first error; return ``(cell index, ename, evalue)``.
+
+    ``(None, None, None)`` if it ran to the end. After an error it still runs the notebook's
+    last code cell (its teardown: stopping the session or cluster), as a learner would, so no
+    Ray process outlives the kernel. Used to show that a learner copy stops at its first
+    check, with the message that says what is missing.
+    """
+    import nbclient
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    failed = None
+    runner = client(nb, path, timeout)
+    with runner.setup_kernel():
+        for i in code:
+            try:
+                runner.execute_cell(nb.cells[i], i)
+            except nbclient.exceptions.CellExecutionError:
+                failed = i
+                break
+        if failed is not None and failed != code[-1]:
+            try:
+                runner.execute_cell(nb.cells[code[-1]], code[-1])
+            except nbclient.exceptions.CellExecutionError:
+                pass
+    if failed is None:
+        return None, None, None
+    error = next(o for o in nb.cells[failed].outputs if o.get("output_type") == "error")
+    return failed, error["ename"], error["evalue"]
+
+
+def stops_at_first_check(path: str | Path, timeout: int = 600) -> tuple[bool, str]:
+    """Run a learner copy: it must stop at its first ``check`` cell, saying what is missing."""
+    import nbformat
+
+    from labkit.tools.exercises import CHECK, tags
+
+    nb = nbformat.read(path, as_version=4)
+    first_check = next(i for i, c in enumerate(nb.cells) if CHECK in tags(c))
+    index, ename, evalue = run_until_first_error(path, timeout=timeout)
+    if index is None:
+        return False, "ran to the end: an answer was not stubbed"
+    where = f"cell {index} ({'the first check' if index == first_check else 'not the first check'})"
+    ok = index == first_check and ename == "AssertionError" and "is not set yet" in evalue
+    return ok, f"{where}: {ename}: {evalue}"
+
+
+def write_summary(run_dir: Path, outcomes: list[dict[str, Any]]) -> Path:
+    """``summary.md``: each notebook's status and time, then every metric it recorded."""
+    lines = [f"# labkit run {run_dir.name}", "", "| notebook | status | seconds |", "|---|---|---|"]
+    for o in outcomes:
+        lines.append(f"| {o['notebook']} | {o['status']} | {o['seconds']:.1f} |")
+    failed = [o for o in outcomes if o["status"] != "ok"]
+    if failed:
+        lines += ["", "## Failed", ""]
+        for o in failed:
+            lines.append(f"- **{o['notebook']}**: {o['error']}")
+    from labkit.measure import read_records
+
+    records = read_records(run_dir) if any(run_dir.glob("*.jsonl")) else []
+    lines += ["", "## Metrics", ""]
+    if records:
+        lines += [
+            "| notebook | metric | value | unit | size | device |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in records:
+            lines.append(
+                f"| {r['notebook']} | {r['metric']} | {r['value']:.4g} | {r['unit']} | "
+                f"{r['size']} | {r['device']} |"
+            )
+    else:
+        lines.append("(none recorded)")
+    path = run_dir / "summary.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

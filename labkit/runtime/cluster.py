@@ -28,8 +28,8 @@ from typing import Any
 
 import psutil
 
-from labkit import lifecycle, logs, procs, raystart
-from labkit.net import LOCALHOST, enable_token_auth, free_port
+from labkit.runtime import lifecycle, logs, procs, rayprivate, raystart
+from labkit.runtime.net import LOCALHOST, enable_token_auth, free_port
 
 # ---------------------------------------------------------------- in-process cluster
 
@@ -178,9 +178,7 @@ class _AddressPointer:
     @classmethod
     def save(cls, temp_dir: str | None = None) -> _AddressPointer:
         """The file under ``temp_dir`` (Ray's default temp dir when None), as it is now."""
-        from ray._common.utils import get_ray_address_file
-
-        path = Path(get_ray_address_file(temp_dir))
+        path = Path(rayprivate.get("get_ray_address_file")(temp_dir))
         path.parent.mkdir(parents=True, exist_ok=True)
         return cls(path, path.read_text() if path.exists() else None)
 
@@ -363,7 +361,8 @@ class ElasticCluster:
         """Start the head with its autoscaler (``ray start``), then connect this driver to it."""
         import ray
         import yaml
-        from ray._private.services import get_node_ip_address
+
+        get_node_ip_address = rayprivate.get("get_node_ip_address")
 
         lifecycle.take_over()
         enable_token_auth()

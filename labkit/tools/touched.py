@@ -53,23 +53,43 @@ def changed_files(base: str | None, root: Path | None = None) -> list[str]:
 
 
 def _module_imports(path: Path) -> set[str]:
-    """The ``labkit`` modules a module of the package imports (at any depth in it)."""
+    """The ``labkit`` names a module of the package imports (at any depth in it): each part of
+    a dotted ``labkit.room.module`` and each name imported from it, for :func:`stems` to match."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             parts = node.module.split(".")
             if parts[0] == "labkit":
-                if len(parts) > 1:
-                    found.add(parts[1])
-                else:
-                    found.update(alias.name for alias in node.names)
-                    found.add("__init__")
+                found.update(parts[1:] or ["__init__"])
+                found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
                 if parts[0] == "labkit":
-                    found.add(parts[1] if len(parts) > 1 else "__init__")
+                    found.update(parts[1:] or ["__init__"])
     return found
+
+
+def stems(package: Path) -> dict[str, Path]:
+    """Each module of the package by its stem (stems are unique across the rooms), a room's
+    ``__init__`` by the room's name, and the package's own ``__init__`` as ``__init__``."""
+    out = {}
+    for path in package.rglob("*.py"):
+        if path.stem != "__init__":
+            out[path.stem] = path
+        else:
+            out["__init__" if path.parent == package else path.parent.name] = path
+    return out
+
+
+def stem_of(path: str) -> str | None:
+    """The stem a changed file ``labkit/.../x.py`` has in :func:`stems`, else None."""
+    parts = Path(path).parts
+    if parts[0] != "labkit" or not path.endswith(".py"):
+        return None
+    if parts[-1] != "__init__.py":
+        return Path(path).stem
+    return "__init__" if len(parts) == 2 else parts[-2]
 
 
 _NAMED = re.compile(r"\blabkit\.([A-Za-z_]\w*)")
@@ -79,7 +99,7 @@ _FROM = re.compile(r"^[ \t]*from\s+labkit(?:\.(\w+))?\s+import\s+(\([^)]*\)|[\w 
 def lesson_modules(notebook: Path, package: Path | None = None) -> set[str]:
     """Every ``labkit`` module (file stem, ``__init__`` for the package) the lesson reaches."""
     package = package or repo_root() / "labkit"
-    stems = {p.stem for p in package.glob("*.py")}
+    files = stems(package)
     code = "\n".join(
         "".join(c["source"])
         for c in json.loads(notebook.read_text())["cells"]
@@ -93,22 +113,22 @@ def lesson_modules(notebook: Path, package: Path | None = None) -> set[str]:
     if re.search(r"^\s*import\s+labkit\b", code, re.M):
         named.add("__init__")
     reached: set[str] = set()
-    todo = [n for n in named if n in stems]
+    todo = [n for n in named if n in files]
     while todo:
         stem = todo.pop()
         if stem in reached:
             continue
         reached.add(stem)
-        todo += [m for m in _module_imports(package / f"{stem}.py") if m in stems]
+        todo += [m for m in _module_imports(files[stem]) if m in files]
     return reached
 
 
 def touched_lessons(changed: list[str], lessons: list[Path]) -> tuple[list[Path], list[Path]]:
     """``(lessons whose notebook changed, lessons reached only through a changed module)``."""
     changed_set = set(changed)
-    stems = {Path(p).stem for p in changed if p.startswith("labkit/") and p.endswith(".py")}
+    changed_stems = {stem_of(p) for p in changed} - {None}
     direct = [p for p in lessons if f"notebooks/{p.name}" in changed_set]
-    through = [p for p in lessons if p not in direct and lesson_modules(p) & stems]
+    through = [p for p in lessons if p not in direct and lesson_modules(p) & changed_stems]
     return direct, through
 
 

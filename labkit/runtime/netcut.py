@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from labkit import netns
 from labkit.checks import wait_until
-from labkit.nbrun import error_line
+from labkit.runtime import netns
+from labkit.tools.nbrun import error_line
 
 BLOCK = 2_000_000  # float64s: 16 MB, far above Ray's inline limit, so it lives in a node's store
 

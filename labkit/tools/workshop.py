@@ -19,9 +19,9 @@ from typing import Any
 
 import psutil
 
-from labkit import netns, procs
-from labkit.net import LOCALHOST, free_port
-from labkit.raystart import (
+from labkit.runtime import netns, procs
+from labkit.runtime.net import LOCALHOST, free_port
+from labkit.runtime.raystart import (
     node_args,
     processes_under,
     ray_env,
@@ -81,7 +81,9 @@ def up(
             f"{1 + workers} object stores of {object_store_mb} MiB need {stores} MiB of /dev/shm; "
             f"{shm} MiB are free (pass a smaller object_store_mb)"
         )
-    from ray._private.services import get_node_ip_address
+    from labkit.runtime.rayprivate import get
+
+    get_node_ip_address = get("get_node_ip_address")
 
     temp_dir = short_tempdir("lkc-")
     tag = Path(temp_dir).name[-4:].lower().replace("_", "x")

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from labkit import params, procs
-from labkit.net import listening
+from labkit import params
+from labkit.runtime import procs
+from labkit.runtime.net import listening
 
 
 def report() -> dict[str, Any]:
@@ -19,7 +20,7 @@ def report() -> dict[str, Any]:
 
     from labkit.device import nvidia_smi_gpus
     from labkit.measure import _version
-    from labkit.net import auth_token, token_path
+    from labkit.runtime.net import auth_token, token_path
 
     report: dict[str, Any] = {
         "python": f"{platform.python_version()} ({sys.executable})",

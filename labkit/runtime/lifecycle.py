@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Protocol
 
-from labkit import procs
+from labkit.runtime import procs
 
 
 class Stoppable(Protocol):
@@ -79,7 +79,7 @@ def stop_orphans() -> list[str]:
         )
         kind, _, where = owner.partition(":")
         if kind == "cluster" and where:
-            from labkit.raystart import clear
+            from labkit.runtime.raystart import clear
 
             clear(where, owner)  # what is under its temp dir, the recorded PIDs, the dir
         else:

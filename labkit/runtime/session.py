@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit import lifecycle, logs, procs
-from labkit.net import LOCALHOST, auth_token, enable_token_auth, free_port, token_path
+from labkit.runtime import lifecycle, logs, procs, rayprivate
+from labkit.runtime.net import LOCALHOST, auth_token, enable_token_auth, free_port, token_path
 
 _current: Session | None = None
 HEAD = "node:__internal_head__"  # the resource only the head node has
@@ -390,7 +390,7 @@ def _start_local(
     kwargs.update(ray_kwargs)
     with _agent_port(free_port()):
         ctx = ray.init(**kwargs)
-    node = ray._private.worker._global_node
+    node = rayprivate.get("worker")._global_node
     pids = {
         name: [info.process.pid for info in infos if info.process is not None]
         for name, infos in node.all_processes.items()
@@ -411,7 +411,7 @@ def _start_local(
     # Name this session in Ray's current-cluster file, as `ray start` does: a job submitted to it
     # resolves its driver's address "auto" from that file, and without one it takes any GCS it
     # finds on the machine, which may be another cluster's (seen with a workshop cluster up).
-    from labkit.cluster import _AddressPointer
+    from labkit.runtime.cluster import _AddressPointer
 
     session.address_pointer = _AddressPointer.save(node.get_temp_dir_path())
     session.address_pointer.claim(session.address)
@@ -446,8 +446,7 @@ def _agent_port(port: int):
     from ``ray._private.parameter.RayParams``; for the length of the call that name gives a
     subclass whose default is this port.
     """
-    from ray._private import parameter
-
+    parameter = rayprivate.get("parameter")
     original = parameter.RayParams
 
     class _RayParams(original):  # type: ignore[misc, valid-type]
@@ -469,8 +468,8 @@ def store_stats() -> dict[str, int]:
     needed).
     """
     import ray
-    from ray._private import internal_api
 
+    internal_api = rayprivate.get("internal_api")
     state = internal_api.get_state_from_address(ray.get_runtime_context().gcs_address)
     stats = internal_api.get_memory_info_reply(state).store_stats
     return {

@@ -217,7 +217,7 @@ def remove_stale() -> list[str]:
     """Stop what runs in the kit's stale namespaces (by PID), then delete them and their links."""
     import psutil
 
-    from labkit import procs
+    from labkit.runtime import procs
 
     found = stale()
     gone = []

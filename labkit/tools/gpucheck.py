@@ -74,7 +74,7 @@ def run_notebook(path: Path, out_dir: Path, env: dict[str, str], cell_timeout: i
     """Execute one notebook with ``env`` set; save it executed; return status and seconds."""
     import nbformat
 
-    from labkit.nbrun import client, environ, error_line
+    from labkit.tools.nbrun import client, environ, error_line
 
     nb = nbformat.read(path, as_version=4)
     start = time.monotonic()
@@ -105,7 +105,7 @@ def main(
     ``size`` replaces every check's size (``smoke`` exercises the script on a CPU box); ``only``
     keeps the checks whose notebook number is listed.
     """
-    from labkit.cli import write_summary
+    from labkit.tools.nbrun import write_summary
 
     checks = tuple(c for c in CHECKS if not only or c.notebook in only)
     if size:

@@ -116,11 +116,11 @@ def scan_notebook(path: Path, label: str | None = None) -> list[Finding]:
 
 
 def scan_tree(root: Path) -> list[Finding]:
-    """``labkit/*.py`` (this module excepted: it names the rules) and ``notebooks/*.ipynb``."""
+    """``labkit/**/*.py`` (this module excepted: it names the rules) and ``notebooks/*.ipynb``."""
     found = []
-    for path in sorted((root / "labkit").glob("*.py")):
+    for path in sorted((root / "labkit").rglob("*.py")):
         if path.name != "apiguard.py":
-            found += scan_source(path.read_text(), f"labkit/{path.name}")
+            found += scan_source(path.read_text(), path.relative_to(root).as_posix())
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         found += scan_notebook(path, f"notebooks/{path.name}")
     return found

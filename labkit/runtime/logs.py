@@ -125,9 +125,11 @@ def filter_worker_logs() -> bool:
     Ray prints worker and GCS log lines through one handler in the driver; this wraps it with
     :func:`drop_noise`. It returns False (and changes nothing) where Ray's internals differ.
     """
+    from labkit.runtime import rayprivate
+
     try:
-        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
-    except ImportError:  # pragma: no cover - a Ray without it
+        dispatcher = rayprivate.get("ray_logging").global_worker_stdstream_dispatcher
+    except (ImportError, AttributeError):  # pragma: no cover - a Ray without it
         return False
     with dispatcher._lock:
         wrapped = []
@@ -143,8 +145,9 @@ def filter_worker_logs() -> bool:
 def _filter_error_messages() -> None:
     """Ray's error messages from the GCS (``(raylet) Task ... failed ...``) bypass the log
     dispatcher: its listener calls ``print_to_stdstream`` directly. Wrap that too."""
-    from ray._private import worker
+    from labkit.runtime import rayprivate
 
+    worker = rayprivate.get("worker")
     original = worker.print_to_stdstream
     if getattr(original, "labkit_filtered", False):
         return

@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from labkit import netns, workshop
 from labkit.params import repo_root
+from labkit.runtime import netns
+from labkit.tools import workshop
 
 #: Lessons that join the cluster, and those that keep a local Ray of their own there.
 JOIN = ["00", "01", "02", "03", "06", "07", "08", "09", "11"]
@@ -86,7 +87,7 @@ def run_lessons(
             [
                 sys.executable,
                 "-m",
-                "labkit.cli",
+                "labkit",
                 "run",
                 nb,
                 "--out",
@@ -136,7 +137,7 @@ def leftovers(state: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m labkit.clustercheck", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m labkit.tools.clustercheck", description=__doc__)
     ap.add_argument("lessons", nargs="*", help=f"lessons that join (default {' '.join(JOIN)})")
     ap.add_argument(
         "--local", nargs="*", default=LOCAL, help="lessons with a local Ray of their own"
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             report["drill"] = {"skipped": "no namespaced nodes" if not state["net"] else "asked"}
             print(f"test-cluster: network-cut drill skipped ({report['drill']['skipped']})")
         else:
-            from labkit import netcut
+            from labkit.runtime import netcut
 
             report["drill"] = netcut.drill(state)
             failures += report["drill"].get("failures", [])

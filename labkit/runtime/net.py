@@ -81,9 +81,9 @@ def enable_token_auth() -> None:
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
         return
     os.environ["RAY_AUTH_MODE"] = "token"
-    from ray._raylet import Config
+    from labkit.runtime import rayprivate
 
-    Config.initialize("")
+    rayprivate.get("raylet_config").initialize("")
 
 
 def scope(host: str) -> str:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psutil
 
-from labkit import procs
-from labkit.net import LOCALHOST, ensure_token, free_port
+from labkit.runtime import procs
+from labkit.runtime.net import LOCALHOST, ensure_token, free_port
 
 
 def short_tempdir(prefix: str) -> str:
@@ -117,7 +117,7 @@ def run_ray(args: list[str], env: dict[str, str], ns: str | None = None) -> None
     """``ray ARGS``, inside network namespace ``ns`` when given (see :mod:`labkit.netns`)."""
     argv = [ray_exe(), *args]
     if ns:
-        from labkit.netns import in_ns
+        from labkit.runtime.netns import in_ns
 
         argv = in_ns(ns, argv)
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)

@@ -14,15 +14,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from labkit import params, procs
-from labkit.measure import read_records
-from labkit.nbrun import error_line
+from labkit import params
+from labkit.runtime import procs
+from labkit.tools.nbrun import error_line, write_summary
 
 # ---------------------------------------------------------------- doctor
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from labkit.doctor import report as doctor_report
+    from labkit.tools.doctor import report as doctor_report
 
     report = doctor_report()
     if args.json:
@@ -76,35 +76,6 @@ def notebooks_to_run(names: list[str]) -> list[Path]:
             raise SystemExit(f"labkit run: no notebook matches {name!r} in {nb_dir}")
         out.extend(matches)
     return out
-
-
-def write_summary(run_dir: Path, outcomes: list[dict[str, Any]]) -> Path:
-    """``summary.md``: each notebook's status and time, then every metric it recorded."""
-    lines = [f"# labkit run {run_dir.name}", "", "| notebook | status | seconds |", "|---|---|---|"]
-    for o in outcomes:
-        lines.append(f"| {o['notebook']} | {o['status']} | {o['seconds']:.1f} |")
-    failed = [o for o in outcomes if o["status"] != "ok"]
-    if failed:
-        lines += ["", "## Failed", ""]
-        for o in failed:
-            lines.append(f"- **{o['notebook']}**: {o['error']}")
-    records = read_records(run_dir) if any(run_dir.glob("*.jsonl")) else []
-    lines += ["", "## Metrics", ""]
-    if records:
-        lines += [
-            "| notebook | metric | value | unit | size | device |",
-            "|---|---|---|---|---|---|",
-        ]
-        for r in records:
-            lines.append(
-                f"| {r['notebook']} | {r['metric']} | {r['value']:.4g} | {r['unit']} | "
-                f"{r['size']} | {r['device']} |"
-            )
-    else:
-        lines.append("(none recorded)")
-    path = run_dir / "summary.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -163,7 +134,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
     stopped = procs.stop()
     for e in stopped:
         print(f"stopped {e['name']} pid {e['pid']} (left behind by {e['owner']})")
-    from labkit import netns, workshop
+    from labkit.runtime import netns
+    from labkit.tools import workshop
 
     cluster = workshop.status()  # "alive" counts a cluster still starting up, too
     if workshop.state_path().is_file() and not cluster["alive"]:
@@ -223,7 +195,7 @@ def lab_command(port: int, token: str, open_browser: bool) -> list[str]:
 def cmd_lab(args: argparse.Namespace) -> int:
     import secrets
 
-    from labkit.exercises import write_learner_copies
+    from labkit.tools.exercises import write_learner_copies
 
     copies = write_learner_copies()
     print(f"learner copies: {len(copies)} notebooks in {copies[0].parent}/ (answers in notebooks/)")
@@ -237,7 +209,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from labkit import workshop as cluster
+    from labkit.tools import workshop as cluster
 
     if args.action == "up":
         state = cluster.up(
@@ -282,7 +254,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_gpu_check(args: argparse.Namespace) -> int:
-    from labkit import gpucheck
+    from labkit.tools import gpucheck
 
     return gpucheck.main(
         Path(args.out) if args.out else None,
@@ -298,7 +270,7 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
 
 def cmd_exercises(args: argparse.Namespace) -> int:
-    from labkit import exercises
+    from labkit.tools import exercises, nbrun
 
     out = Path(args.out) if args.out else None
     copies = exercises.write_learner_copies(out)
@@ -321,7 +293,7 @@ def cmd_exercises(args: argparse.Namespace) -> int:
     failed = 0
     for path in chosen:
         start = time.monotonic()
-        ok, why = exercises.stops_at_first_check(path, timeout=args.cell_timeout)
+        ok, why = nbrun.stops_at_first_check(path, timeout=args.cell_timeout)
         failed += not ok
         status = "ok" if ok else "WRONG"
         print(f"labkit exercises: {path.name} {status} in {time.monotonic() - start:.0f} s: {why}")
@@ -346,7 +318,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     """Run All without the teardown cell, then Run All again in the same kernel."""
     import os
 
-    from labkit import nbrun, touched
+    from labkit.tools import nbrun, touched
 
     names = [] if args.notebooks == ["all"] else args.notebooks
     everything = args.notebooks == ["all"] or not (names or args.rotation or args.touched)
@@ -382,7 +354,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 def cmd_guard(args: argparse.Namespace) -> int:
     """Removed or deprecated Ray/PyTorch APIs in labkit/ and the notebooks (blog-error cells
     excepted)."""
-    from labkit import apiguard
+    from labkit.tools import apiguard
 
     root = Path(args.root) if args.root else params.repo_root()
     found = apiguard.scan_tree(root)

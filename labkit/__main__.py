@@ -1,0 +1,5 @@
+"""``python -m labkit``: the ``labkit`` command."""
+
+from labkit.tools.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Apparatus for the lab reports in ``bench/``: measurements a lesson's headline does not need."""
