@@ -14,6 +14,7 @@ at the same point, in every notebook. This module imports no Ray, and torch only
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -32,7 +33,8 @@ DEFAULTS: dict[str, Any] = {
     "SEED": 0,
     "RESULTS_DIR": "runs/latest",
 }
-NOTEBOOK_NAME = re.compile(r"^\d\d_[a-z0-9_]+$")
+#: A lesson (``notebooks/01_remote_tasks.ipynb``) or a lab report (``bench/lab_tasks.ipynb``).
+NOTEBOOK_NAME = re.compile(r"^(\d\d|lab)_[a-z0-9_]+$")
 
 _current: Params | None = None
 
@@ -151,7 +153,8 @@ def setup(
     if not isinstance(notebook, str) or not NOTEBOOK_NAME.match(notebook):
         raise ParameterError(
             f"notebook name {notebook!r} must look like '00_topic' (two digits, underscore, "
-            "lower-case words), matching its file notebooks/<name>.ipynb"
+            "lower-case words), matching its file notebooks/<name>.ipynb, or 'lab_topic' for "
+            "a lab report bench/<name>.ipynb"
         )
     sources: dict[str, str] = {}
     raw_size, sources["SIZE"] = _pick("SIZE", SIZE)
@@ -174,6 +177,44 @@ def setup(
     seed_everything(seed)
     _current = Params(notebook, size, device, seed, results_dir, settings, sources)
     return _current
+
+
+def knob(
+    name: str,
+    value: Any,
+    default: Any,
+    *,
+    kind: type = float,
+    minimum: float = 0,
+    many: bool = False,
+) -> Any:
+    """A lab report's swept knob (``TASK_MS``, ``N_TASKS``, ...): a notebook parameter that is
+    ``None`` for the SIZE's ``default``, else a number (``many``: a number or a list of them) of
+    ``kind`` above ``minimum``. A bad value raises :class:`ParameterError` naming what is valid.
+    A sweep (``labkit bench``) sets one point per run with papermill's ``-p``."""
+    if value is None:
+        return default
+    if many and isinstance(value, str) and value.strip().startswith("["):
+        try:  # papermill's -p passes a list as its text
+            value = json.loads(value)
+        except ValueError:
+            pass
+    values = value if many and isinstance(value, (list, tuple)) else [value]
+    what = f"{kind.__name__}{'s' if many else ''} above {minimum:g}"
+    out = []
+    for v in values or [None]:  # an empty list is as bad as a bad value
+        try:
+            ok = not isinstance(v, bool) and float(v) == kind(v) and kind(v) > minimum
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ParameterError(
+                f"{name}={value!r} is not valid; give {'one or a list of ' if many else 'a '}"
+                f"{what} (e.g. `-p {name} {default if not many else default[0]}`), or None for "
+                f"this SIZE's {default!r}"
+            )
+        out.append(kind(v))
+    return out if many else out[0]
 
 
 def seed_everything(seed: int) -> None:

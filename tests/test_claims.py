@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "bench").glob("*.ipynb"))
 MARKER = "<!-- claim-ok:"
 #: STYLE.md's rules: each needs every one of its patterns to match a sentence.
 RULES = {

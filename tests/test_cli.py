@@ -12,6 +12,13 @@ ROOT = Path(__file__).resolve().parents[1]
 LABKIT = [sys.executable, "-m", "labkit"]
 
 
+def test_parse_parameters_takes_a_list_for_a_knob():
+    assert cli.parse_parameters(["SIZES_MB=[64, 1024]", "TASK_MS=[0.5"]) == {
+        "SIZES_MB": [64, 1024],
+        "TASK_MS": "[0.5",
+    }
+
+
 def test_parse_parameters():
     assert cli.parse_parameters(["SIZE=smoke", "SEED=3", "RESULTS_DIR=a=b"]) == {
         "SIZE": "smoke",

@@ -13,6 +13,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+#: Lab reports: the contract, stripping, cell lengths, the private-API ban and the verdict rule
+#: hold for them too; they have no exercises or learner time, and end with what they found.
+LAB_REPORTS = sorted((ROOT / "bench").glob("*.ipynb"))
+EVERY = NOTEBOOKS + LAB_REPORTS
 CONTRACT = ("SIZE", "DEVICE", "SEED", "RESULTS_DIR")
 
 
@@ -25,9 +29,13 @@ def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ is empty"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
 def test_notebook_is_stripped_and_follows_the_contract(path):
-    assert re.match(r"^\d\d_[a-z0-9_]+\.ipynb$", path.name), "name notebooks NN_topic.ipynb"
+    lab = path in LAB_REPORTS
+    if lab:
+        assert re.match(r"^lab_[a-z0-9_]+\.ipynb$", path.name), "name lab reports lab_topic.ipynb"
+    else:
+        assert re.match(r"^\d\d_[a-z0-9_]+\.ipynb$", path.name), "name notebooks NN_topic.ipynb"
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -47,10 +55,22 @@ def test_notebook_is_stripped_and_follows_the_contract(path):
     for name in CONTRACT:  # so DEVICE=cuda without CUDA stops every notebook in its setup
         assert f"{name}={name}" in setup_cell, f"pass {name}={name} to labkit.setup"
     text = "\n".join(c.source for c in nb.cells)
-    assert "## Summary" in text and "Exercise" in text and "# CHECK" in text
     tagged = [(i, c.metadata.get("tags", [])) for i, c in enumerate(nb.cells)]
     answers = [i for i, t in tagged if "answer" in t]
-    assert answers, f"{path.name}: tag each exercise's answer cell 'answer'"
+    if lab:
+        found = next((c for c in nb.cells if c.source.startswith("## What it found")), None)
+        assert found is not None, f"{path.name}: a lab report ends with '## What it found'"
+        assert re.search(r"\]\(\.\./notebooks/\d\d_\w+\.ipynb\)", found.source), (
+            f"{path.name}: 'What it found' links back to its lesson"
+        )
+        assert not answers and "**Time:** about" not in text, "no exercises or learner time"
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                for target in LINK.findall(cell.source):
+                    assert (path.parent / target).is_file(), f"{path.name}: no file {target}"
+    else:
+        assert "## Summary" in text and "Exercise" in text and "# CHECK" in text
+        assert answers, f"{path.name}: tag each exercise's answer cell 'answer'"
     for i in answers:
         nxt = nb.cells[i + 1] if i + 1 < len(nb.cells) else None
         assert nxt is not None and "check" in nxt.metadata.get("tags", []), (
@@ -144,7 +164,7 @@ def test_header_summary_and_links_a_learner_can_follow(path):
                 assert (path.parent / target).is_file(), f"{path.name}: link to missing {target}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
 def test_no_private_ray_api_in_lesson_code(path):
     nb = nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
@@ -210,7 +230,7 @@ def test_the_state_api_check_finds_a_call_without_address(source, missing):
     assert _state_api_calls_without_address(source) == missing
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
 def test_every_state_api_call_names_its_cluster(path):
     """Without ``address=``, the State API asks RAY_ADDRESS or the last cluster on the machine."""
     nb = nbformat.read(path, as_version=4)
@@ -228,7 +248,7 @@ SCALE_KEY = re.compile(
     r"^(n_[a-z_]+"  # counts: n_rows, n_tasks, n_files
     r"|[a-z_]+_(s|ms|mb|gb|bytes)"  # sizes and durations carry their unit
     r"|([a-z_]+_)?(repeats|steps|epochs)"  # repetitions
-    r"|batch_size|hidden|depth|gpt|amp_models|prime_limit|max_workers)$"
+    r"|batch_size|hidden|depth|gpt|amp_models|prime_limit|max_workers|prefetch_batches)$"
 )
 
 
@@ -249,7 +269,7 @@ def _scale_keys(expr: ast.expr) -> set[str]:
     raise AssertionError(f"write scale entries as dict literals, not {ast.dump(expr)[:60]}")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
 def test_scale_keys_follow_the_vocabulary(path):
     nb = nbformat.read(path, as_version=4)
     setup = next(c.source for c in nb.cells if "labkit.setup(" in c.source)
@@ -296,7 +316,7 @@ def test_every_public_labkit_name_is_reached_from_a_notebook_or_the_cli():
     for key in defs:
         by_name.setdefault(key[1], []).append(key)
     roots = set()
-    for path in NOTEBOOKS:
+    for path in EVERY:
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "code":
                 roots |= set(WORD.findall(cell.source))
@@ -353,7 +373,7 @@ def test_each_blog_error_quotes_the_post_it_corrects(path):
 MAX_CELL_LINES = 40  # STYLE.md: "about 30"; this is the hard stop
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
 def test_code_cells_stay_short(path):
     nb = nbformat.read(path, as_version=4)
     long = [
@@ -379,7 +399,7 @@ def test_next_links_the_following_lesson(path):
     )
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
 def test_papermill_reads_every_contract_parameter(path, caplog):
     """`papermill --help-notebook` and sweeps read the parameters cell: every one must parse."""
     import papermill

@@ -32,6 +32,9 @@ def test_lessons_are_picked_by_number():
     assert [p.name[:2] for p in notebooks_to_run(["01", "06"])] == ["01", "06"]
     every = list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert len(notebooks_to_run([])) == len(every)
+    assert [p.relative_to(ROOT).as_posix() for p in notebooks_to_run(["lab_tasks"])] == [
+        "bench/lab_tasks.ipynb"
+    ]
 
 
 def test_the_modules_that_run_a_lesson_whole_exist():

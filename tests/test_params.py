@@ -115,3 +115,26 @@ def test_params_imports_no_ray():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_a_knob_takes_the_size_default_a_number_or_a_list_and_names_what_is_valid():
+    from labkit.params import knob
+
+    assert knob("TASK_MS", None, [1.0, 100.0], many=True) == [1.0, 100.0]
+    assert knob("TASK_MS", 10, [1.0], many=True) == [10.0]
+    assert knob("TASK_MS", [0.5, "2"], [1.0], many=True) == [0.5, 2.0]
+    assert knob("SIZES_MB", "[64, 1024]", [256], kind=int, many=True) == [64, 1024]
+    assert knob("N_TASKS", "64", 16, kind=int) == 64
+    for bad in (0, -1, "x", True, 1.5):
+        with pytest.raises(ParameterError, match="N_TASKS=.* int above 0"):
+            knob("N_TASKS", bad, 16, kind=int)
+    with pytest.raises(ParameterError, match=r"TASK_MS=\[1, 0\].*list of floats above 0"):
+        knob("TASK_MS", [1, 0], [1.0], many=True)
+    with pytest.raises(ParameterError, match="TASK_MS=\\[\\]"):
+        knob("TASK_MS", [], [1.0], many=True)
+
+
+def test_a_lab_report_name_is_valid_and_a_stray_one_is_not(tmp_path):
+    setup("lab_tasks", SIZE="smoke", RESULTS_DIR=str(tmp_path))
+    with pytest.raises(ParameterError, match="lab_topic"):
+        setup("tasks_lab", SIZE="smoke", RESULTS_DIR=str(tmp_path))

@@ -38,9 +38,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _parse_value(text: str) -> Any:
-    """``-p`` values: true/false become booleans, numbers stay numbers, the rest are strings."""
+    """``-p`` values: true/false become booleans, numbers stay numbers, ``[1, 10]`` a list (a
+    lab report's knob may take several), the rest are strings."""
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
     for kind in (int, float):
         try:
             return kind(text)
@@ -61,7 +67,8 @@ def parse_parameters(items: list[str]) -> dict[str, Any]:
 
 
 def notebooks_to_run(names: list[str]) -> list[Path]:
-    """The notebooks named (paths or numbers like ``01``), or all of them in order."""
+    """The notebooks named (paths, numbers like ``01``, or lab reports like ``lab_tasks`` in
+    ``bench/``), or all the lessons in order."""
     nb_dir = params.repo_root() / "notebooks"
     if not names:
         return sorted(nb_dir.glob("[0-9][0-9]_*.ipynb"))
@@ -71,9 +78,10 @@ def notebooks_to_run(names: list[str]) -> list[Path]:
         if path.is_file():
             out.append(path.resolve())
             continue
-        matches = sorted(nb_dir.glob(f"{name}*.ipynb"))
+        where = nb_dir.parent / "bench" if name.startswith("lab_") else nb_dir
+        matches = sorted(where.glob(f"{name}*.ipynb"))
         if not matches:
-            raise SystemExit(f"labkit run: no notebook matches {name!r} in {nb_dir}")
+            raise SystemExit(f"labkit run: no notebook matches {name!r} in {where}")
         out.extend(matches)
     return out
 
