@@ -3,7 +3,8 @@ copies, peak), FLOPs and MFU.
 
 The AMP training step itself (``torch.amp.autocast``, and ``torch.amp.GradScaler`` for fp16) is
 what lesson 07 teaches, so it is written in the lesson's cells and handed to
-:func:`measure_config`. Whether AMP is *faster* depends on the hardware: measure it.
+:func:`measure_config`; :func:`make_step` is the step 07 taught, for the lab report that comes
+after it (``bench/lab_amp``). Whether AMP is *faster* depends on the hardware: measure it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,63 @@ MakeStep = Callable[
     [nn.Module, torch.optim.Optimizer, Callable, torch.device, "torch.dtype | None"],
     Callable[[torch.Tensor, torch.Tensor], float],
 ]
+
+
+def make_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable,
+    device: torch.device,
+    dtype: torch.dtype | None,
+) -> Callable[[torch.Tensor, torch.Tensor], float]:
+    """Lesson 07's training step in precision ``dtype`` (None: full fp32): autocast around the
+    forward pass and the loss, a ``GradScaler`` for fp16 only. Lesson 07 writes it in a cell;
+    a test holds this copy to the lesson's. Used in: bench/lab_amp."""
+    scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> float:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.amp.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = loss_fn(model(x), y)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        return loss.item()
+
+    return step
+
+
+def lm_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy over every position of a batch of sequences."""
+    return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+
+def workload(
+    name: str, gpt: dict[str, int], seed: int
+) -> tuple[nn.Module, Callable, torch.Tensor, torch.Tensor]:
+    """A freshly built, seeded AMP workload on the CPU, as :func:`measure_config` wants it:
+    ``(model, loss_fn, inputs, targets)``. ``name`` is ``"gpt"`` (a decoder of shape ``gpt``:
+    vocab, d_model, heads, layers, seq_len, batch_size), ``"cnn"`` or ``"resnet"`` (32x32
+    images, 10 classes). Used in: 07, bench/lab_amp."""
+    from labkit import data, models
+
+    torch.manual_seed(seed)
+    if name in ("cnn", "resnet"):
+        n_images = 64 if name == "cnn" else 256
+        xs, ys = data.images(n_images, size=32, channels=3, n_classes=10, seed=seed)
+        net = models.SmallCNN(3, 10, width=32) if name == "cnn" else models.ResNetSmall(3, 10)
+        return net, nn.functional.cross_entropy, torch.from_numpy(xs), torch.from_numpy(ys)
+    if name != "gpt":
+        raise ValueError(f"workload {name!r} is not one of 'gpt', 'cnn', 'resnet'")
+    toks = torch.from_numpy(
+        data.tokens(gpt["batch_size"], seq_len=gpt["seq_len"] + 1, vocab=gpt["vocab"], seed=seed)
+    )
+    net = models.GPT(gpt["vocab"], gpt["d_model"], gpt["heads"], gpt["layers"], gpt["seq_len"])
+    return net, lm_loss, toks[:, :-1], toks[:, 1:]
 
 
 _VIEW_NODES = {

@@ -223,8 +223,31 @@ class Record(dict):
         return None
 
 
-def record(metric: str, value: float, unit: str, **context: Any) -> Record:
-    """Append one measured figure to ``RESULTS_DIR/<notebook>.jsonl`` and return the record."""
+#: Units whose direction is plain: a rate is better higher, a time or a size lower.
+_LOWER_UNITS = {"s", "ms", "us", "µs", "ns", "min", "bytes", "mb", "gb", "mib", "gib"}
+
+
+def better_for(unit: str) -> str | None:
+    """Which way a figure of ``unit`` is better when :func:`record` is not told: ``"higher"``
+    for a rate (``tasks/s``, ``GB/s``), ``"lower"`` for a time or a size, else None (a ratio,
+    a fraction or a count says nothing by its unit; pass ``better=`` for those)."""
+    u = unit.strip().lower()
+    if u.endswith("/s"):
+        return "higher"
+    return "lower" if u in _LOWER_UNITS else None
+
+
+def record(
+    metric: str, value: float, unit: str, *, better: str | None = None, **context: Any
+) -> Record:
+    """Append one measured figure to ``RESULTS_DIR/<notebook>.jsonl`` and return the record.
+
+    ``better`` (``"higher"`` or ``"lower"``) says which way is an improvement, so that
+    ``labkit bench compare`` can flag a regression; without it, :func:`better_for` reads it
+    from the unit where the unit says (a rate, a time, a size), and it stays unknown otherwise.
+    """
+    if better not in (None, "higher", "lower"):
+        raise ValueError(f"{metric}: better={better!r}; use 'higher', 'lower' or leave it out")
     if not isinstance(metric, str) or not METRIC_NAME.match(metric):
         raise ValueError(f"metric {metric!r} must look like 'topic.measure', e.g. tasks.sync_per_s")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -236,6 +259,7 @@ def record(metric: str, value: float, unit: str, **context: Any) -> Record:
         metric=metric,
         value=float(value),
         unit=unit,
+        better=better or better_for(unit),
         notebook=p.notebook,
         size=p.size,
         device=p.device,
@@ -287,9 +311,34 @@ MESSAGES: dict[str, str] = {}
 _SIDES = {True: "yes", False: "no"}
 
 
+class Held:
+    """What :func:`verdict` returns: true when the verdict held, and silent as a cell's last
+    value (a bare ``labkit.verdict(...)`` printed its sentence, then echoed ``True``)."""
+
+    __slots__ = ("holds",)
+
+    def __init__(self, holds: bool) -> None:
+        self.holds = bool(holds)
+
+    def __bool__(self) -> bool:
+        return self.holds
+
+    def __eq__(self, other: object) -> bool:
+        return self.holds == other
+
+    def __hash__(self) -> int:
+        return hash(self.holds)
+
+    def __repr__(self) -> str:
+        return repr(self.holds)
+
+    def _ipython_display_(self) -> None:  # IPython shows nothing for it
+        return None
+
+
 def verdict(
     metric: str, holds: object, *, yes: str, no: str, unit: str = "bool", **values: Any
-) -> bool:
+) -> Held:
     """Print one sentence about this run, chosen by the run's numbers, and record it.
 
     ``metric`` names the verdict like a figure (``"tasks.verdict_faster_100ms"``: the part after
@@ -297,7 +346,8 @@ def verdict(
     ``no`` are templates with named fields filled from ``values``, and exactly one of them is
     printed. The record is 1.0 when the verdict holds and 0.0 when not, with the message key
     (``"<metric>:yes"`` or ``":no"``) and the values in its context, so a sweep shows how often a
-    verdict flips between runs and machines. Returns whether it held.
+    verdict flips between runs and machines. Returns whether it held, as a :class:`Held`
+    (true or false, and silent as a cell's last value).
     """
     topic, _, name = metric.partition(".")
     if not name.startswith("verdict_"):
@@ -318,4 +368,4 @@ def verdict(
     line = template.format(**values)
     record(metric, 1.0 if holds else 0.0, unit, key=key, sentence=line, **values)
     print(line)
-    return bool(holds)
+    return Held(bool(holds))

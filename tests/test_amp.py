@@ -159,3 +159,33 @@ def test_native_bf16_is_read_from_the_cpu_flags(tmp_path, flags, native):
     cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
     assert amp.cpu_has_bf16(str(cpuinfo)) is native
     assert amp.cpu_has_bf16(str(tmp_path / "missing")) is False
+
+
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16, torch.float16])
+def test_the_kits_copy_of_the_step_trains_as_the_lessons_does(dtype):
+    """labkit.amp.make_step (what lab_amp runs) is lesson 07's make_amp_step: from the same
+    seed, the same losses and the same weights after each step, in every precision."""
+    runs = []
+    for make in (make_step, amp.make_step):
+        model, opt, x, y = _setup()
+        step = make(model, opt, nn.functional.cross_entropy, CPU, dtype)
+        runs.append(
+            ([step(x, y) for _ in range(5)], [p.detach().clone() for p in model.parameters()])
+        )
+    (lesson_losses, lesson_params), (kit_losses, kit_params) = runs
+    assert lesson_losses == kit_losses
+    assert all(torch.equal(a, b) for a, b in zip(lesson_params, kit_params))
+
+
+def test_workloads_are_seeded_and_shaped():
+    shape = dict(vocab=64, d_model=32, heads=4, layers=1, seq_len=16, batch_size=3)
+    net, loss_fn, x, y = amp.workload("gpt", shape, seed=1)
+    assert x.shape == y.shape == (3, 16) and torch.equal(x[:, 1:], y[:, :-1])  # shifted by one
+    assert loss_fn(net(x), y).ndim == 0
+    again = amp.workload("gpt", shape, seed=1)
+    assert torch.equal(again[2], x)
+    assert all(torch.equal(a, b) for a, b in zip(net.parameters(), again[0].parameters()))
+    net, loss_fn, x, y = amp.workload("cnn", shape, seed=1)
+    assert x.shape == (64, 3, 32, 32) and net(x[:2]).shape == (2, 10)
+    with pytest.raises(ValueError, match="'gpt', 'cnn', 'resnet'"):
+        amp.workload("bert", shape, seed=1)

@@ -138,13 +138,40 @@ def test_verdict_prints_one_side_and_records_it(
         no="not faster: {ratio:.2f}x",
         ratio=ratio,
     )
-    assert held is (ratio > 1)
+    assert bool(held) is (ratio > 1) and held == (ratio > 1)
     printed = capsys.readouterr().out.strip().splitlines()
     assert printed == [("faster" if side == "yes" else "not faster") + f": {ratio:.2f}x"]
     (rec,) = read_records(results_dir)
     assert rec["metric"] == "tasks.verdict_faster" and rec["value"] == value
     assert rec["context"]["key"] == f"tasks.verdict_faster:{side}"
     assert rec["context"]["ratio"] == ratio and rec["context"]["sentence"] == printed[0]
+
+
+def test_a_record_says_which_way_is_better(fresh_params, results_dir):
+    from labkit.params import setup
+
+    setup("01_remote_tasks", SIZE="smoke")
+    assert measure.record("tasks.rate", 5.0, "tasks/s")["better"] == "higher"
+    assert measure.record("tasks.wait_s", 5.0, "s")["better"] == "lower"
+    assert measure.record("tasks.ratio", 5.0, "x")["better"] is None  # a ratio's unit says nothing
+    assert measure.record("tasks.ratio", 5.0, "x", better="lower")["better"] == "lower"
+    with pytest.raises(ValueError, match="better='up'"):
+        measure.record("tasks.ratio", 5.0, "x", better="up")
+    assert [r["better"] for r in read_records(results_dir)] == ["higher", "lower", None, "lower"]
+
+
+def test_verdict_is_silent_as_a_cells_last_value(fresh_params, results_dir, capsys):
+    """A bare labkit.verdict(...) at a cell's end printed its sentence, then echoed True."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from labkit.params import setup
+
+    setup("01_remote_tasks", SIZE="smoke")
+    held = measure.verdict("tasks.verdict_x", True, yes="ok", no="no")
+    shell = InteractiveShell.instance()
+    assert shell.display_formatter.format(held) == ({}, {})
+    assert shell.display_formatter.format(True) != ({}, {})  # a plain bool would show
+    assert held and not measure.verdict("tasks.verdict_y", False, yes="ok", no="no")
 
 
 def test_verdict_takes_a_translation_by_key_and_rejects_bad_names(
