@@ -93,15 +93,21 @@ def load_state(
     return int(state["epoch"])
 
 
-def crash_after(batches: Iterable, n_batches: int):
+def crash_after(batches: Iterable, n_batches: int, grace_s: float | None = None):
     """Fault injection: yield ``n_batches`` batches, then kill this process (a crash, not an
     exception, so Ray Train sees a dead worker).
 
-    Crash mid-epoch, not at its start: Train V2's controller collects reports asynchronously,
-    so a crash right after ``ray.train.report`` can beat the checkpoint's registration.
+    Train V2's controller collects each ``ray.train.report`` when it next polls the workers (every
+    ``RAY_TRAIN_HEALTH_CHECK_INTERVAL_S``, 2 s by default), so a crash soon after a report can
+    beat the checkpoint's registration, and the new group would start from scratch and crash
+    again: at 2 cores, half an epoch of a small job sometimes did. Before it crashes, the worker
+    therefore waits ``grace_s`` (default: five poll intervals), so that the last report is in.
     """
+    if grace_s is None:
+        grace_s = 5 * float(os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "2"))
     for i, batch in enumerate(batches):
         if i == n_batches:
+            time.sleep(grace_s)
             os._exit(1)
         yield batch
 

@@ -54,13 +54,26 @@ def test_crash_after_kills_the_process_mid_epoch():
     import multiprocessing as mp
 
     def consume():
-        for _ in lt.crash_after(iter(range(10)), 3):
+        for _ in lt.crash_after(iter(range(10)), 3, grace_s=0):
             pass
 
     proc = mp.get_context("fork").Process(target=consume)
     proc.start()
     proc.join(timeout=30)
     assert proc.exitcode == 1
+
+
+def test_crash_after_yields_every_batch_before_the_crash(monkeypatch):
+    """The crash comes after the n-th batch and the grace wait (five report polls by default)."""
+    waited = []
+    monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
+    monkeypatch.setattr(lt.time, "sleep", waited.append)
+    monkeypatch.setattr(lt.os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+    seen = []
+    with pytest.raises(SystemExit) as stop:
+        for batch in lt.crash_after(iter(range(10)), 3):
+            seen.append(batch)
+    assert seen == [0, 1, 2] and stop.value.code == 1 and waited == [pytest.approx(1.0)]
 
 
 def _data(n=256):
