@@ -11,7 +11,7 @@ NOTEBOOKS := $(if $(NB),$(foreach n,$(NB),$(wildcard notebooks/$(n)*.ipynb)),not
 # A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
 CELL_TIMEOUT ?= 600
 
-.PHONY: install lab test test-unit test-cluster test-exercises test-rerun exercises run lint strip clean doctor prometheus tools
+.PHONY: install lab test test-unit bench test-cluster test-exercises test-rerun exercises run lint strip clean doctor prometheus tools
 
 # SLOW_IMPORT: every Ray process (driver, each worker, each actor) imports jsonschema, and
 # jsonschema imports rfc3987-syntax when it is installed (JupyterLab's jupyter-events pulls it in
@@ -100,6 +100,11 @@ test-rerun: install
 
 run: install
 	$(VENV)/bin/labkit run $(NB) $(foreach kv,$(P),-p $(kv))
+
+# A sweep of the lab reports (bench/sweeps/*.yaml) into runs/bench-<machine>-<time>/report.md.
+SWEEP ?= bench/sweeps/core.yaml
+bench: install
+	$(VENV)/bin/labkit bench $(SWEEP)
 
 lint: install
 	$(VENV)/bin/ruff check labkit tests notebooks bench

@@ -63,7 +63,7 @@ _ROOMS = {
         "touched",
         "workshop",
     ),
-    "bench": ("cpuuse",),
+    "bench": ("cpuuse", "report", "store", "sweep", "yardsticks"),
 }
 #: Old name -> where the module lives now (``labkit.session`` -> ``labkit.runtime.session``).
 MOVED = {

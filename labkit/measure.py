@@ -186,7 +186,8 @@ def compare(baseline: Timing, *candidates: Timing) -> dict[str, float]:
     return out
 
 
-def _version(dist: str) -> str | None:
+def package_version(dist: str) -> str | None:
+    """The installed version of a distribution, or None (nothing is imported)."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -200,8 +201,8 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
-        "ray": _version("ray"),
-        "torch": _version("torch"),
+        "ray": package_version("ray"),
+        "torch": package_version("torch"),
     }
     try:
         import psutil

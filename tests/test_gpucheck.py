@@ -52,3 +52,19 @@ def test_gpu_check_skips_over_budget(tmp_path):
     assert cli.main(["gpu-check", "--out", str(out), "--budget", "1", "--device", "cpu"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ran"] == [] and len(summary["skipped"]) == len(gpucheck.CHECKS)
+
+
+def test_a_gpu_check_run_is_kept_in_the_results_layout(tmp_path, monkeypatch):
+    """`labkit bench keep` files a gpu-check run as it files a sweep, under
+    results/<gpu>/<date>-<commit>/, never over an earlier one."""
+    out = tmp_path / "check"
+    assert cli.main(["gpu-check", "--out", str(out), "--budget", "1", "--device", "cpu"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["name"] == gpucheck.gpu_slug() and summary["machine"]["cpus"] > 0
+    monkeypatch.setenv("LABKIT_ROOT", str(tmp_path))
+    assert cli.main(["bench", "keep", str(out)]) == 0
+    (kept,) = (tmp_path / "results" / summary["name"]).iterdir()
+    assert kept.name == f"{summary['started'][:10]}-{summary['commit']}"
+    assert (kept / "summary.json").is_file()
+    with pytest.raises(SystemExit, match="never overwritten"):
+        cli.main(["bench", "keep", str(out)])

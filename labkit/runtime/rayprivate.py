@@ -59,6 +59,16 @@ PRIVATE: dict[str, tuple[str, str | None, str]] = {
         "validate_config",
         "`ray up`'s own check of a cluster YAML, without launching anything",
     ),
+    "ray_perf": (
+        "ray._private.ray_perf",
+        None,
+        "`ray microbenchmark`'s tests, run in a subprocess without its Ray Client section",
+    ),
+    "serve_noop_benchmark": (
+        "ray.serve._private.benchmarks.http_noop_latency",
+        None,
+        "Serve's own no-op HTTP latency benchmark, run as a script (a yardstick in lab reports)",
+    ),
 }
 
 

@@ -19,15 +19,15 @@ def report() -> dict[str, Any]:
     import psutil
 
     from labkit.device import nvidia_smi_gpus
-    from labkit.measure import _version
+    from labkit.measure import package_version
     from labkit.runtime.net import auth_token, token_path
 
     report: dict[str, Any] = {
         "python": f"{platform.python_version()} ({sys.executable})",
         "platform": platform.platform(),
         "labkit root": str(params.repo_root()),
-        "ray": _version("ray") or "NOT INSTALLED",
-        "torch": _version("torch") or "NOT INSTALLED",
+        "ray": package_version("ray") or "NOT INSTALLED",
+        "torch": package_version("torch") or "NOT INSTALLED",
     }
     try:
         import torch

@@ -32,9 +32,9 @@ class Check:
 
 
 # In order of what they prove, with the seconds each took on one H200 with 16 cores
-# (results/nvidia-h200). 07 at full holds the AMP / MFU measurement and the 1-GPU Ray Train
-# path; the small ones put real GPUs into sessions, actors and a local cluster; 06 at full
-# (Ray Data feeding a GPU) comes last. 420 s covers 07 and the small ones; 600 s all.
+# (results/nvidia-h200/2026-12-01-efae0ac). 07 at full holds the AMP / MFU measurement and the
+# 1-GPU Ray Train path; the small ones put real GPUs into sessions, actors and a local cluster; 06
+# at full (Ray Data feeding a GPU) comes last. 420 s covers 07 and the small ones; 600 s all.
 CHECKS: tuple[Check, ...] = (
     Check("07", "full", 230, "Ray Train on the GPUs present, GPT AMP with MFU and memory"),
     Check("00", "small", 40, "real GPUs in a session"),
@@ -105,7 +105,12 @@ def main(
     ``size`` replaces every check's size (``smoke`` exercises the script on a CPU box); ``only``
     keeps the checks whose notebook number is listed.
     """
+    from datetime import datetime
+
+    from labkit.bench import store
     from labkit.tools.nbrun import write_summary
+
+    started = datetime.now().isoformat(timespec="seconds")
 
     checks = tuple(c for c in CHECKS if not only or c.notebook in only)
     if size:
@@ -139,10 +144,10 @@ def main(
             flush=True,
         )
     write_summary(out, outcomes)
-    (out / "summary.json").write_text(
-        json.dumps(
-            {"gpu": gpu_slug(), "budget_s": budget_s, "ran": outcomes, "skipped": skipped}, indent=1
-        )
-    )
+    summary = {"gpu": gpu_slug(), "budget_s": budget_s, "ran": outcomes, "skipped": skipped}
+    # what `labkit bench keep` needs to file the run under results/<gpu>/<date>-<commit>/
+    summary |= {"name": gpu_slug(), "started": started, "commit": store.commit()}
+    summary["machine"] = store.fingerprint()
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"gpu-check: {len(outcomes)} ran, {len(skipped)} skipped; results in {out}", flush=True)
     return 1 if any(o["status"] != "ok" for o in outcomes) else 0

@@ -1,0 +1,107 @@
+"""The results store: a machine's fingerprint, its folder name, and keeping a run worth keeping
+under ``results/<machine>/<date>-<commit>/`` (asv's layout), never over an earlier one.
+
+Used by: ``labkit bench`` and ``labkit bench keep`` (labkit/tools/cli.py).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from labkit import params
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it (``platform.processor()`` elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def fingerprint() -> dict[str, Any]:
+    """What a record needs to be compared across machines: CPU model and count, memory, GPU,
+    Python, Ray and torch versions (the versions from the installed packages, nothing imported)."""
+    from labkit.measure import package_version
+
+    info: dict[str, Any] = {
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "ray": package_version("ray"),
+        "torch": package_version("torch"),
+        "gpu": gpu_name(),
+    }
+    try:
+        import psutil
+
+        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:  # pragma: no cover
+        pass
+    return info
+
+
+def gpu_name() -> str:
+    """The first GPU's name as ``nvidia-smi`` gives it (no CUDA initialised here), or ''."""
+    from labkit.device import nvidia_smi_gpus
+
+    gpus = nvidia_smi_gpus()
+    return gpus[0] if gpus else ""
+
+
+def slug(text: str) -> str:
+    """``NVIDIA H200`` -> ``nvidia-h200``: lower case, runs of other characters as one dash."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def machine_name(info: dict[str, Any] | None = None) -> str:
+    """The results folder of a machine: its GPU (``nvidia-h200``), else its CPUs
+    (``cpu2-amd-epyc``)."""
+    info = info or fingerprint()
+    if info.get("gpu"):
+        return slug(info["gpu"])
+    return f"cpu{info.get('cpus')}-{slug(info.get('cpu_model') or 'unknown')}"
+
+
+def commit(root: Path | None = None) -> str:
+    """The short commit of the working tree (``+dirty`` when it has changes), or ``nocommit``."""
+    root = root or params.repo_root()
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=20
+        ).stdout.strip()
+
+    try:
+        sha = git("rev-parse", "--short=8", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "nocommit"
+    return f"{sha}+dirty" if dirty else sha
+
+
+def keep_path(machine: str, day: date, sha: str, root: Path | None = None) -> Path:
+    """``results/<machine>/<YYYY-MM-DD>-<commit>/``."""
+    root = root or params.repo_root()
+    return root / "results" / machine / f"{day.isoformat()}-{sha}"
+
+
+def keep(run: Path, *, machine: str, day: date, sha: str, root: Path | None = None) -> Path:
+    """Copy a run folder into the results store; an existing folder is never overwritten
+    (FileExistsError names it). The executed notebooks and plots go with it."""
+    target = keep_path(machine, day, sha, root)
+    if target.exists():
+        raise FileExistsError(f"{target} exists already: a kept run is never overwritten")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(run, target, ignore=shutil.ignore_patterns("points"))
+    return target

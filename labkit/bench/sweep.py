@@ -1,0 +1,387 @@
+"""Sweeps as files: ``bench/sweeps/*.yaml`` names notebooks and a grid of their parameters;
+:func:`load` validates it before anything runs, :func:`run` executes each point through
+papermill (going on past a failed one) and collects every record into ``results.csv``.
+
+A sweep file::
+
+    size: smoke                      # optional: the SIZE of every point (else LABKIT_SIZE)
+    notebooks:
+      - notebook: lab_tasks          # a lab report in bench/ or a lesson in notebooks/
+        grid: {TASK_MS: [1, 10]}     # the notebook's own parameter names, each with its values
+        repeats: 3                   # runs of each point (default 1)
+        params: {N_ROUNDS: 2}        # fixed parameters for every point (optional)
+
+Used by: ``labkit bench`` (labkit/tools/cli.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import itertools
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from labkit import params
+
+
+class SweepError(ValueError):
+    """A sweep file that cannot run: names what is wrong and what would be valid."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One notebook of a sweep: its path, the grid of its parameters, repeats, fixed params."""
+
+    notebook: Path
+    grid: dict[str, list[Any]]
+    repeats: int = 1
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.notebook.stem
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep file."""
+
+    path: Path
+    size: str | None
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run: a notebook with one value of each swept parameter, and which repeat it is."""
+
+    entry: Entry
+    values: dict[str, Any]
+    repeat: int
+
+    @property
+    def label(self) -> str:
+        """``TASK_MS=10,N_TASKS=100``: the point without its repeat (a folder-safe name)."""
+        return ",".join(f"{k}={_short(v)}" for k, v in self.values.items()) or "default"
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.entry.name}--{self.label}--r{self.repeat}"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, separators=(",", ":")) if not isinstance(value, str) else value
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text)
+
+
+def find_notebook(name: str, root: Path | None = None) -> Path:
+    """A lab report (``lab_*`` in ``bench/``) or a lesson (``NN_topic`` or ``NN`` in
+    ``notebooks/``); a path to a notebook also works. Raises :class:`SweepError` naming it."""
+    root = root or params.repo_root()
+    direct = Path(name)
+    if direct.suffix == ".ipynb" and (direct.is_file() or (root / direct).is_file()):
+        return direct if direct.is_file() else root / direct
+    where = root / ("bench" if name.startswith("lab_") else "notebooks")
+    matches = sorted(where.glob(f"{name}*.ipynb"))
+    if len(matches) != 1:
+        known = sorted(p.stem for p in (root / "bench").glob("lab_*.ipynb"))
+        known += sorted(p.stem for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+        raise SweepError(
+            f"notebook {name!r} is {'ambiguous' if matches else 'not found'}; "
+            f"known: {', '.join(known)}"
+        )
+    return matches[0]
+
+
+def notebook_parameters(path: Path) -> dict[str, Any]:
+    """The names (and default values, as written) in a notebook's ``parameters`` cell."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            out = {}
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            out[target.id] = ast.literal_eval(node.value)
+            return out
+    raise SweepError(f"{path.name} has no cell tagged 'parameters'")
+
+
+def load(path: str | Path, root: Path | None = None) -> Sweep:
+    """Read and validate a sweep file; every problem is found before anything runs."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise SweepError(f"no sweep file {path}")
+    spec = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(spec, dict) or not isinstance(spec.get("notebooks"), list):
+        raise SweepError(f"{path}: expected 'notebooks: [{{notebook: ..., grid: {{...}}}}, ...]'")
+    unknown = set(spec) - {"notebooks", "size"}
+    if unknown:
+        raise SweepError(f"{path}: unknown key(s) {sorted(unknown)}; use 'notebooks' and 'size'")
+    size = spec.get("size")
+    if size is not None and size not in params.SIZES:
+        raise SweepError(f"{path}: size {size!r} is not one of {', '.join(params.SIZES)}")
+    entries = []
+    for i, item in enumerate(spec["notebooks"]):
+        where = f"{path.name}: notebooks[{i}]"
+        if not isinstance(item, dict) or "notebook" not in item:
+            raise SweepError(f"{where}: give 'notebook: <name>' (and 'grid', 'repeats', 'params')")
+        extra = set(item) - {"notebook", "grid", "repeats", "params"}
+        if extra:
+            raise SweepError(f"{where}: unknown key(s) {sorted(extra)}")
+        nb = find_notebook(str(item["notebook"]), root)
+        known = notebook_parameters(nb)
+        grid = item.get("grid") or {}
+        fixed = item.get("params") or {}
+        if not isinstance(grid, dict) or not isinstance(fixed, dict):
+            raise SweepError(f"{where}: 'grid' and 'params' map parameter names to values")
+        for name in [*grid, *fixed]:
+            if name not in known:
+                raise SweepError(
+                    f"{where}: {nb.stem} has no parameter {name!r}; its parameters: "
+                    f"{', '.join(known)}"
+                )
+            if name in ("SIZE", "RESULTS_DIR"):
+                raise SweepError(f"{where}: {name} is set by the sweep ('size:' at the top)")
+        for name, values in grid.items():
+            if not isinstance(values, list) or not values:
+                raise SweepError(f"{where}: grid {name} needs a non-empty list of values")
+        repeats = item.get("repeats", 1)
+        if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+            raise SweepError(f"{where}: repeats must be a whole number >= 1, got {repeats!r}")
+        entries.append(Entry(nb, dict(grid), repeats, dict(fixed)))
+    if not entries:
+        raise SweepError(f"{path}: 'notebooks' is empty")
+    return Sweep(path, size, tuple(entries))
+
+
+def points(sweep: Sweep) -> list[Point]:
+    """Every run of the sweep: each entry's grid product, each point ``repeats`` times, the
+    repeats of one point interleaved with the others (so a slow minute does not hit one point)."""
+    out = []
+    for entry in sweep.entries:
+        names = list(entry.grid)
+        combos = [dict(zip(names, vals)) for vals in itertools.product(*entry.grid.values())]
+        for repeat in range(entry.repeats):
+            out.extend(Point(entry, combo, repeat) for combo in combos)
+    return out
+
+
+def _execute(notebook: Path, output: Path, parameters: dict[str, Any], timeout: int) -> None:
+    """Run one point through papermill; where papermill is not installed (a GPU box reached
+    without a package index carries only nbclient), through :func:`_execute_nbclient`."""
+    try:
+        import papermill as pm
+    except ImportError:
+        return _execute_nbclient(notebook, output, parameters, timeout)
+    pm.execute_notebook(
+        str(notebook),
+        str(output),
+        parameters=parameters,
+        cwd=str(notebook.parent),
+        progress_bar=False,
+        log_output=False,
+        execution_timeout=timeout,
+    )
+    return None
+
+
+def _execute_nbclient(
+    notebook: Path, output: Path, parameters: dict[str, Any], timeout: int
+) -> None:
+    """What papermill does, with nbclient alone: a cell tagged ``injected-parameters`` after
+    the ``parameters`` cell sets each value, the notebook runs in its folder, and the executed
+    copy is written whether or not a cell failed."""
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    injected = nbformat.v4.new_code_cell(
+        "\n".join(f"{k} = {v!r}" for k, v in parameters.items()),
+        metadata={"tags": ["injected-parameters"]},
+    )
+    nb.cells.insert(at + 1, injected)
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(notebook.parent)}},
+    )
+    try:
+        client.execute()
+    finally:
+        nbformat.write(nb, str(output))
+
+
+Executor = Callable[[Path, Path, dict[str, Any], int], None]
+
+
+def run(
+    sweep: Sweep,
+    out: Path,
+    *,
+    execute: Executor = _execute,
+    cell_timeout: int = 600,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run every point into ``out`` (executed notebooks under ``notebooks/``, each run's records
+    under ``points/<run>/``), go on past a failure, and write ``points.csv`` (one line a run:
+    status, seconds, error) and ``results.csv`` (one line a record, with the point's values, the
+    repeat and the machine's fingerprint). Returns what was run and what failed."""
+    from labkit.bench import store
+
+    out.mkdir(parents=True, exist_ok=True)
+    size = sweep.size or os.environ.get("LABKIT_SIZE") or "smoke"
+    machine = store.fingerprint()
+    started = datetime.now().isoformat(timespec="seconds")
+    todo = points(sweep)
+    runs: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    bar = _progress(todo, progress)
+    for point in bar:
+        bar.set_description(f"{point.entry.name} {point.label} r{point.repeat}")
+        results_dir = out / "points" / point.run_id
+        executed = out / "notebooks" / f"{point.run_id}.ipynb"
+        executed.parent.mkdir(parents=True, exist_ok=True)
+        parameters = {**point.entry.params, **point.values}
+        parameters |= {"SIZE": size, "RESULTS_DIR": str(results_dir.resolve())}
+        start = time.monotonic()
+        status, error = "ok", ""
+        try:
+            execute(point.entry.notebook, executed, parameters, cell_timeout)
+        except Exception as exc:  # noqa: BLE001 - report it and go on with the next point
+            status, error = "FAILED", _error_line(exc)
+            bar.write(f"labkit bench: {point.run_id} FAILED: {error}")
+        seconds = time.monotonic() - start
+        runs.append(
+            {"run": point.run_id, "notebook": point.entry.name, "point": point.label}
+            | {"repeat": point.repeat, "status": status, "seconds": round(seconds, 2)}
+            | {"error": error}
+        )
+        for rec in _records(results_dir):
+            rows.append(_row(rec, point, size) | {f"machine.{k}": v for k, v in machine.items()})
+    bar.close()
+    _write_csv(out / "points.csv", runs)
+    _write_csv(out / "results.csv", rows)
+    (out / "sweep.json").write_text(
+        json.dumps(
+            {
+                "sweep": str(sweep.path),
+                "size": size,
+                "started": started,
+                "commit": store.commit(),
+                "machine": machine,
+            },
+            indent=2,
+        )
+    )
+    return {"runs": runs, "records": len(rows), "failed": [r for r in runs if r["status"] != "ok"]}
+
+
+class _Lines:
+    """Progress as plain lines, where tqdm is not installed."""
+
+    def __init__(self, items: list[Point]) -> None:
+        self.items, self.label = items, ""
+
+    def __iter__(self):
+        for i, item in enumerate(self.items, 1):
+            yield item
+            print(f"labkit bench: {i}/{len(self.items)} done ({self.label})", flush=True)
+
+    def set_description(self, label: str) -> None:
+        self.label = label
+
+    def write(self, line: str) -> None:
+        print(line, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(todo: list[Point], show: bool):
+    """tqdm's bar (points done, time left), or plain lines without tqdm."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _Lines(todo)
+    return tqdm(todo, unit="run", disable=not show, dynamic_ncols=True)
+
+
+def _error_line(exc: BaseException) -> str:
+    """The failing cell's exception in one line (papermill keeps its type and message apart
+    from the banner it prints), else the exception's own first line."""
+    ename, evalue = getattr(exc, "ename", None), getattr(exc, "evalue", None)
+    if ename:
+        first = str(evalue or "").strip().splitlines()
+        return f"{ename}: {first[0] if first else ''}"[:300]
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def _records(folder: Path) -> list[dict[str, Any]]:
+    from labkit.measure import read_records
+
+    return read_records(folder) if folder.is_dir() else []
+
+
+def _row(rec: dict[str, Any], point: Point, size: str) -> dict[str, Any]:
+    context = rec.get("context") or {}
+    return {
+        "notebook": point.entry.name,
+        "point": point.label,
+        "repeat": point.repeat,
+        "size": size,
+        **{f"param.{k}": _cell(v) for k, v in point.values.items()},
+        "metric": rec["metric"],
+        "value": rec["value"],
+        "unit": rec["unit"],
+        "better": rec.get("better") or "",
+        "series": series_key(context),
+        "context": json.dumps(context, sort_keys=True),
+        "time": rec.get("time", ""),
+    }
+
+
+def _cell(value: Any) -> Any:
+    """A parameter's value as one CSV cell: a list as its JSON text."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+#: Context entries that differ between repeats of the same figure: not part of its identity.
+_NOT_IDENTITY = {"sentence", "key"}
+
+
+def series_key(context: dict[str, Any]) -> str:
+    """What tells apart two figures of one metric in one run (``shard=kept, workers=2``): the
+    context's text, whole-number and yes/no entries; measured numbers (floats) are left out."""
+    parts = []
+    for k in sorted(context):
+        v = context[k]
+        if k in _NOT_IDENTITY or isinstance(v, float) or isinstance(v, (dict, list)):
+            continue
+        parts.append(f"{k}={v}")
+    return ", ".join(parts)
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(k for k in row if k not in columns)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
