@@ -4,6 +4,7 @@ reported and compared (a planted 2x regression is flagged). No timing is asserte
 import csv
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import nbformat
@@ -69,9 +70,28 @@ def test_points_are_the_grid_product_times_the_repeats(tmp_path):
     assert len({p.run_id for p in pts}) == 6
 
 
-def test_series_keep_labels_and_drop_measured_numbers():
-    ctx = {"shard": "kept", "workers": 2, "ratio": 1.2, "sentence": "x", "key": "a:yes"}
-    assert sweep.series_key(ctx) == "shard=kept, workers=2"
+def test_series_keep_labels_and_a_verdicts_numbers_are_left_out():
+    ctx = {"shard": "kept", "workers": 2, "task_ms": 10.0}
+    assert sweep.series_key(ctx) == "shard=kept, task_ms=10.0, workers=2"
+    verdict = {"shard": "kept", "shortest": 0, "ratio": 1.2, "sentence": "x", "key": "a:yes"}
+    assert sweep.series_key(verdict) == "shard=kept"
+
+
+def test_fixed_parameters_keep_two_entries_of_one_notebook_apart(tmp_path):
+    spec = sweep.load(
+        _write(
+            tmp_path,
+            "notebooks: [{notebook: lab_tasks, params: {N_ROUNDS: 2}}, "
+            "{notebook: lab_tasks, params: {N_ROUNDS: 3}}]",
+        )
+    )
+    ids = [p.run_id for p in sweep.points(spec)]
+    assert ids == ["lab_tasks--N_ROUNDS=2--r0", "lab_tasks--N_ROUNDS=3--r0"]
+    many = "[" + "1, " * 60 + "2]"
+    long = sweep.load(
+        _write(tmp_path, f"notebooks: [{{notebook: lab_tasks, grid: {{TASK_MS: [{many}]}}}}]")
+    )
+    assert len(sweep.points(long)[0].run_id) < 100
 
 
 def test_compare_flags_only_worse_changes_past_the_noise_band():
@@ -91,6 +111,9 @@ def test_compare_flags_only_worse_changes_past_the_noise_band():
             ("m.noisy", "higher", [60, 100, 140]),
             ("m.down", "lower", [10, 10]),
             ("m.unknown", "", [1, 1]),
+            ("m.slow", "lower", [10, 10]),
+            ("m.part", "lower", [0, 0]),
+            ("m.gone", "higher", [5, 5]),
         ]
     )
     b = run(
@@ -99,6 +122,9 @@ def test_compare_flags_only_worse_changes_past_the_noise_band():
             ("m.noisy", "higher", [70, 70, 70]),
             ("m.down", "lower", [5, 5]),
             ("m.unknown", "", [3, 3]),
+            ("m.slow", "lower", [12, 12]),
+            ("m.part", "lower", [-1, -1]),
+            ("m.new", "higher", [1, 1]),
         ]
     )
     changes = {c.key[1]: c for c in report.compare(a, b)}
@@ -107,6 +133,12 @@ def test_compare_flags_only_worse_changes_past_the_noise_band():
     assert changes["m.noisy"].threshold == pytest.approx(0.8)
     assert not changes["m.down"].worse  # lower is better: halved is an improvement
     assert not changes["m.unknown"].worse  # no direction: never flagged
+    assert changes["m.slow"].worse  # lower is better, and 20% higher
+    assert not changes["m.part"].worse and changes["m.part"].ratio is None  # at or below zero
+    assert changes["m.gone"].worse and changes["m.gone"].b is None  # stopped recording
+    assert not changes["m.new"].worse and changes["m.new"].a is None
+    table = "\n".join(report.compare_table(list(changes.values())))
+    assert "**missing in B**" in table and "new in B" in table
 
 
 def test_keep_never_overwrites(tmp_path):
@@ -124,9 +156,12 @@ def test_keep_never_overwrites(tmp_path):
 
 def test_machine_names():
     assert store.machine_name({"gpu": "NVIDIA H200", "cpus": 16}) == "nvidia-h200"
+    h100s = {"gpu": "NVIDIA H100 80GB HBM3 SXM5", "gpu_count": 8}
+    assert store.machine_name(h100s) == "8x-nvidia-h100-80gb-hbm3"
     assert store.machine_name({"gpu": "", "cpus": 2, "cpu_model": "AMD EPYC"}) == "cpu2-amd-epyc"
     fp = store.fingerprint()
     assert {"cpu_model", "cpus", "memory_gb", "python", "ray", "torch", "gpu"} <= set(fp)
+    assert fp["gpu_count"] == len(store.gpus())
 
 
 @pytest.mark.notebook
@@ -143,14 +178,15 @@ def test_a_tiny_sweep_runs_collects_reports_and_a_planted_regression_is_flagged(
     failed = next(r for r in runs if r["status"] != "ok")
     assert "FAIL was set" in failed["error"]
     results = pd.read_csv(a / "results.csv")
-    assert len(results) == 4 * 3  # 4 good runs x 3 records; the failed run recorded nothing
-    assert set(results["param.N"]) == {1, 2}
+    assert len(results) == 4 * 3 + 1  # 4 good runs x 3 records, and the failed run's first one
+    assert list(results[results.status == "FAILED"]["point"]) == ["FAIL=true"]
+    assert set(results[results.status == "ok"]["param.N"]) == {1, 2}
     assert (results["machine.cpus"] > 0).all() and results["machine.ray"].notna().all()
-    rate = results[results.metric == "tiny.rate"]
+    rate = results[(results.metric == "tiny.rate") & (results.status == "ok")]
     assert sorted(rate["value"]) == [100, 100, 200, 200]
     assert set(rate["better"]) == {"higher"} and set(rate["series"]) == {"kind=tiny"}
     text = (a / "report.md").read_text()
-    assert "4 good" not in text and "5 runs, 1 failed" in text
+    assert "5 runs, 1 failed" in text and "FAIL=true |" not in text.split("## lab_tiny")[1]
     assert "| tiny.rate (items/s) | kind=tiny | N=2 | higher | 2 | 200 | 200 | 200 | 0% |" in text
     assert (a / "plots" / "lab_tiny--tiny.rate.png").is_file()
     assert "![tiny.rate" in text
@@ -168,7 +204,9 @@ def test_a_tiny_sweep_runs_collects_reports_and_a_planted_regression_is_flagged(
     out = capsys.readouterr().out
     flagged = [line for line in out.splitlines() if "**worse**" in line]
     assert len(flagged) == 2 and all("tiny.rate" in line for line in flagged)
-    assert "6 figures compared, 2 flagged worse" in out
+    assert "6 figures in both runs, 0 in one only; 2 flagged worse" in out
+    with pytest.raises(SystemExit, match="holds a sweep's runs already"):
+        cli.main(["bench", str(spec_path), "--out", str(a)])
     shutil.rmtree(a / "points")
 
 
@@ -183,7 +221,19 @@ def test_without_papermill_a_point_runs_through_nbclient_with_its_parameters(tmp
     assert [r["value"] for r in rates] == [150.0]
     executed = nbformat.read(out, as_version=4)
     assert "injected-parameters" in executed.cells[2].metadata["tags"]
+    sweep._execute_nbclient(out, out, params | {"N": 1}, 120)  # an executed copy: one injection
+    tags = [c.metadata.get("tags", []) for c in nbformat.read(out, as_version=4).cells]
+    assert sum("injected-parameters" in t for t in tags) == 1
     with pytest.raises(Exception) as err:
         sweep._execute_nbclient(TINY, out, params | {"FAIL": True}, 120)
     assert sweep._error_line(err.value).startswith("AssertionError: FAIL was set")
     assert nbformat.read(out, as_version=4).cells[3].outputs  # written, with the error in it
+
+
+@pytest.mark.notebook
+def test_a_point_runs_without_papermill(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "papermill", None)  # `import papermill` now fails
+    out = tmp_path / "tiny.ipynb"
+    params = {"SIZE": "smoke", "RESULTS_DIR": str(tmp_path / "rec"), "N": 2}
+    sweep._execute(TINY, out, params, 120)
+    assert [r["value"] for r in read_records(tmp_path / "rec")][0] == 200.0

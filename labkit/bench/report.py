@@ -47,9 +47,12 @@ def _cv(values: list[float]) -> float:
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """One row per figure (notebook, metric, unit, series, point): repeats, median, min, max,
-    spread ((max - min) / |median|) and cv, with the direction that is better."""
+    spread ((max - min) / |median|) and cv, with the direction that is better. Records of a run
+    that failed are left out."""
     rows = []
     params = [c for c in df.columns if c.startswith("param.")]
+    if "status" in df:  # what a failed run recorded before it failed is not a repeat
+        df = df[df["status"].fillna("ok") == "ok"]
     for key, group in df.groupby(KEY, sort=False, dropna=False):
         values = [float(v) for v in group["value"]]
         median = statistics.median(values)
@@ -225,32 +228,56 @@ def yardstick_lines(summary: pd.DataFrame) -> list[str]:
 
 @dataclass(frozen=True)
 class Change:
-    """One figure in two runs: B's median over A's, the threshold, and whether it is worse."""
+    """One figure in two runs: B's median over A's, the threshold, and whether it is worse.
+    ``a`` or ``b`` is None where the figure is missing from that run."""
 
     key: tuple
     better: str
-    a: float
-    b: float
-    ratio: float
+    a: float | None
+    b: float | None
+    ratio: float | None
     threshold: float
     worse: bool
 
+    @property
+    def note(self) -> str:
+        if self.b is None:
+            return "**missing in B**"
+        if self.a is None:
+            return "new in B"
+        if self.ratio is None:
+            return "at or below zero: not compared"
+        return "**worse**" if self.worse else ""
+
 
 def compare(a: pd.DataFrame, b: pd.DataFrame) -> list[Change]:
-    """Each figure present in both runs: B / A, flagged worse only past the noise band, in the
-    direction its record says is better (figures without a direction are never flagged)."""
+    """Every figure of either run: B / A, flagged worse only past the noise band, in the
+    direction its record says is better. A figure without a direction, or at or below zero in
+    either run (a ratio says nothing there), is listed and never flagged; a figure of A that B
+    lacks is flagged (a notebook or a metric that stopped recording is a regression too)."""
     sa, sb = summarize(a), summarize(b)
-    joined = sa.merge(sb, on=KEY, suffixes=("_a", "_b"))
+    joined = sa.merge(sb, on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True)
     out = []
     for r in joined.to_dict("records"):
-        better = r["better_a"] or r["better_b"]
-        ratio = r["median_b"] / r["median_a"] if r["median_a"] else math.inf
+        key = tuple(r[k] for k in KEY)
+        better = (r.get("better_a") if isinstance(r.get("better_a"), str) else "") or (
+            r.get("better_b") if isinstance(r.get("better_b"), str) else ""
+        )
+        if r["_merge"] != "both":
+            in_a = r["_merge"] == "left_only"
+            ma, mb = (r["median_a"], None) if in_a else (None, r["median_b"])
+            out.append(Change(key, better, ma, mb, None, MIN_CHANGE, in_a))
+            continue
+        ma, mb = r["median_a"], r["median_b"]
         threshold = max(MIN_CHANGE, 2 * max(r["cv_a"], r["cv_b"]))
+        if ma <= 0 or mb <= 0 or not math.isfinite(threshold):
+            out.append(Change(key, better, ma, mb, None, threshold, False))
+            continue
+        ratio = mb / ma
         worse = (better == "higher" and ratio < 1 - threshold) or (
             better == "lower" and ratio > 1 + threshold
         )
-        key = tuple(r[k] for k in KEY)
-        out.append(Change(key, better, r["median_a"], r["median_b"], ratio, threshold, worse))
+        out.append(Change(key, better, ma, mb, ratio, threshold, worse))
     return out
 
 
@@ -260,11 +287,13 @@ def compare_table(changes: list[Change]) -> list[str]:
         "| notebook | metric | series | point | better | A | B | B/A | band | |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in sorted(changes, key=lambda c: (not c.worse, c.key)):
+    for c in sorted(changes, key=lambda c: (not c.worse, c.ratio is None, c.key)):
         notebook, metric, unit, series, point = c.key
-        flag = "**worse**" if c.worse else ""
+        a = _fmt(c.a) if c.a is not None else "-"
+        b = _fmt(c.b) if c.b is not None else "-"
+        ratio = f"{c.ratio:.2f}" if c.ratio is not None else "-"
         lines.append(
             f"| {notebook} | {metric} ({unit}) | {series} | {point} | {c.better or '?'} "
-            f"| {_fmt(c.a)} | {_fmt(c.b)} | {c.ratio:.2f} | ±{c.threshold:.0%} | {flag} |"
+            f"| {a} | {b} | {ratio} | ±{c.threshold:.0%} | {c.note} |"
         )
     return lines

@@ -40,8 +40,9 @@ def fingerprint() -> dict[str, Any]:
         "python": platform.python_version(),
         "ray": package_version("ray"),
         "torch": package_version("torch"),
-        "gpu": gpu_name(),
     }
+    names = gpus()
+    info |= {"gpu": names[0] if names else "", "gpu_count": len(names)}
     try:
         import psutil
 
@@ -51,12 +52,11 @@ def fingerprint() -> dict[str, Any]:
     return info
 
 
-def gpu_name() -> str:
-    """The first GPU's name as ``nvidia-smi`` gives it (no CUDA initialised here), or ''."""
+def gpus() -> list[str]:
+    """The GPUs' names as ``nvidia-smi`` gives them (no CUDA initialised here)."""
     from labkit.device import nvidia_smi_gpus
 
-    gpus = nvidia_smi_gpus()
-    return gpus[0] if gpus else ""
+    return nvidia_smi_gpus()
 
 
 def slug(text: str) -> str:
@@ -65,11 +65,14 @@ def slug(text: str) -> str:
 
 
 def machine_name(info: dict[str, Any] | None = None) -> str:
-    """The results folder of a machine: its GPU (``nvidia-h200``), else its CPUs
+    """The results folder of a machine, as ``labkit gpu-check`` names a GPU box: its GPU
+    (``nvidia-h200``, the form factor left out; ``8x-nvidia-h100`` for several), else its CPUs
     (``cpu2-amd-epyc``)."""
     info = info or fingerprint()
     if info.get("gpu"):
-        return slug(info["gpu"])
+        name = re.sub(r"-(sxm|pcie|nvl)[0-9a-z-]*$", "", slug(info["gpu"]))
+        count = int(info.get("gpu_count") or 1)
+        return name if count == 1 else f"{count}x-{name}"
     return f"cpu{info.get('cpus')}-{slug(info.get('cpu_model') or 'unknown')}"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import hashlib
 import itertools
 import json
 import os
@@ -68,12 +69,20 @@ class Point:
 
     @property
     def label(self) -> str:
-        """``TASK_MS=10,N_TASKS=100``: the point without its repeat (a folder-safe name)."""
-        return ",".join(f"{k}={_short(v)}" for k, v in self.values.items()) or "default"
+        """``TASK_MS=10,N_TASKS=100``: the point without its repeat, the entry's fixed
+        parameters after its swept ones (two entries of one notebook stay apart)."""
+        both = {**self.values, **self.entry.params}
+        return ",".join(f"{k}={_short(v)}" for k, v in both.items()) or "default"
 
     @property
     def run_id(self) -> str:
-        return f"{self.entry.name}--{self.label}--r{self.repeat}"
+        """A folder name for this run: the notebook, the point and the repeat; a long point
+        is cut and a hash of the whole keeps it apart from others."""
+        label = self.label
+        if len(label) > 80:
+            digest = hashlib.sha1(label.encode()).hexdigest()[:10]
+            label = f"{label[:60]}-{digest}"
+        return f"{self.entry.name}--{label}--r{self.repeat}"
 
 
 def _short(value: Any) -> str:
@@ -141,7 +150,10 @@ def load(path: str | Path, root: Path | None = None) -> Sweep:
         extra = set(item) - {"notebook", "grid", "repeats", "params"}
         if extra:
             raise SweepError(f"{where}: unknown key(s) {sorted(extra)}")
-        nb = find_notebook(str(item["notebook"]), root)
+        name = item["notebook"]
+        if isinstance(name, int):  # `notebook: 07` reads as the number 7
+            name = f"{name:02d}"
+        nb = find_notebook(str(name), root)
         known = notebook_parameters(nb)
         grid = item.get("grid") or {}
         fixed = item.get("params") or {}
@@ -208,6 +220,7 @@ def _execute_nbclient(
     import nbformat
 
     nb = nbformat.read(notebook, as_version=4)
+    nb.cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
     at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
     injected = nbformat.v4.new_code_cell(
         "\n".join(f"{k} = {v!r}" for k, v in parameters.items()),
@@ -243,6 +256,8 @@ def run(
     repeat and the machine's fingerprint). Returns what was run and what failed."""
     from labkit.bench import store
 
+    if (out / "points").exists():
+        raise SweepError(f"{out} holds a sweep's runs already: give a new --out")
     out.mkdir(parents=True, exist_ok=True)
     size = sweep.size or os.environ.get("LABKIT_SIZE") or "smoke"
     machine = store.fingerprint()
@@ -271,11 +286,12 @@ def run(
             | {"repeat": point.repeat, "status": status, "seconds": round(seconds, 2)}
             | {"error": error}
         )
-        for rec in _records(results_dir):
-            rows.append(_row(rec, point, size) | {f"machine.{k}": v for k, v in machine.items()})
+        for rec in _records(results_dir):  # a failed run's records are kept, marked failed
+            row = _row(rec, point, size) | {"status": status}
+            rows.append(row | {f"machine.{k}": v for k, v in machine.items()})
     bar.close()
-    _write_csv(out / "points.csv", runs)
-    _write_csv(out / "results.csv", rows)
+    _write_csv(out / "points.csv", runs, list(runs[0]) if runs else ["run", "status"])
+    _write_csv(out / "results.csv", rows, RESULT_COLUMNS)
     (out / "sweep.json").write_text(
         json.dumps(
             {
@@ -338,6 +354,23 @@ def _records(folder: Path) -> list[dict[str, Any]]:
     return read_records(folder) if folder.is_dir() else []
 
 
+#: The columns every results.csv has, whatever its notebooks recorded.
+RESULT_COLUMNS = [
+    "notebook",
+    "point",
+    "repeat",
+    "size",
+    "metric",
+    "value",
+    "unit",
+    "better",
+    "series",
+    "context",
+    "time",
+    "status",
+]
+
+
 def _row(rec: dict[str, Any], point: Point, size: str) -> dict[str, Any]:
     context = rec.get("context") or {}
     return {
@@ -366,19 +399,26 @@ _NOT_IDENTITY = {"sentence", "key"}
 
 
 def series_key(context: dict[str, Any]) -> str:
-    """What tells apart two figures of one metric in one run (``shard=kept, workers=2``): the
-    context's text, whole-number and yes/no entries; measured numbers (floats) are left out."""
+    """What tells apart two figures of one metric in one run (``shard=kept, workers=2``,
+    ``task_ms=10.0``): the context's scalar entries. A verdict's context also holds the numbers
+    its sentence quotes (measured, so different in every run): for a verdict (a context with a
+    ``sentence``) only its text and yes/no entries count."""
+    verdict = "sentence" in context
     parts = []
     for k in sorted(context):
         v = context[k]
-        if k in _NOT_IDENTITY or isinstance(v, float) or isinstance(v, (dict, list)):
+        if k in _NOT_IDENTITY or isinstance(v, (dict, list)) or v is None:
+            continue
+        if verdict and isinstance(v, (int, float)) and not isinstance(v, bool):
             continue
         parts.append(f"{k}={v}")
     return ", ".join(parts)
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    columns: list[str] = []
+def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> None:
+    """Rows as CSV, the union of their keys as columns (``columns`` first: a run where every
+    point failed still writes a header)."""
+    columns = list(columns or [])
     for row in rows:
         columns.extend(k for k in row if k not in columns)
     with open(path, "w", newline="", encoding="utf-8") as f:

@@ -56,6 +56,10 @@ def _run(cmd: list[str], env: dict[str, str], timeout_s: float, what: str) -> st
         out, _ = proc.communicate()
         tail = "\n".join(out.splitlines()[-5:])
         raise YardstickError(f"{what}: no result within {timeout_s:.0f} s\n{tail}") from None
+    except BaseException:  # an interrupted cell: its benchmark and its Ray go with it
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     if proc.returncode != 0:
         tail = "\n".join(out.splitlines()[-8:])
         raise YardstickError(f"{what}: exited with {proc.returncode}\n{tail}")

@@ -296,7 +296,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise SystemExit("labkit bench compare: the two runs share no figure")
         print("\n".join(report.compare_table(changes)))
         worse = [c for c in changes if c.worse]
-        print(f"\n{len(changes)} figures compared, {len(worse)} flagged worse (B against A)")
+        both = sum(c.a is not None and c.b is not None for c in changes)
+        print(
+            f"\n{both} figures in both runs, {len(changes) - both} in one only; "
+            f"{len(worse)} flagged worse (B against A)"
+        )
         return 1 if worse else 0
     if what == "keep":
         if len(args.more) != 1:
@@ -306,6 +310,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if not found:
             raise SystemExit(f"labkit bench keep: {run} is not a bench or gpu-check run")
         meta = json.loads(found[0].read_text())
+        if "started" not in meta or not (meta.get("name") or meta.get("machine")):
+            raise SystemExit(
+                f"labkit bench keep: {found[0]} does not say when and where it ran (a run "
+                "from before labkit bench): copy it by hand, with a README"
+            )
         try:
             target = store.keep(
                 run,
@@ -333,7 +342,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     name = f"bench-{store.machine_name()}-{stamp}"
     out = Path(args.out).resolve() if args.out else params.repo_root() / "runs" / name
-    outcome = sweep.run(spec, out, cell_timeout=args.cell_timeout)
+    try:
+        outcome = sweep.run(spec, out, cell_timeout=args.cell_timeout)
+    except sweep.SweepError as exc:
+        raise SystemExit(f"labkit bench: {exc}") from None
     path = report.write_report(out)
     print(f"labkit bench: {outcome['records']} records, {len(outcome['failed'])} failed runs")
     print(f"labkit bench: {path}")
