@@ -6,7 +6,6 @@ Used by: ``labkit bench`` and ``labkit bench keep`` (labkit/tools/cli.py).
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import shutil
@@ -30,26 +29,18 @@ def cpu_model() -> str:
 
 
 def fingerprint() -> dict[str, Any]:
-    """What a record needs to be compared across machines: CPU model and count, memory, GPU,
-    Python, Ray and torch versions (the versions from the installed packages, nothing imported)."""
-    from labkit.measure import package_version
+    """What a record needs to be compared across machines: what every record already carries
+    (:func:`labkit.measure.machine_info`: host, CPUs, memory, Python, Ray and torch), plus the
+    CPU's model and the GPUs as ``nvidia-smi`` sees them (no CUDA initialised here)."""
+    from labkit.measure import machine_info
 
-    info: dict[str, Any] = {
-        "cpu_model": cpu_model(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "ray": package_version("ray"),
-        "torch": package_version("torch"),
-    }
     names = gpus()
-    info |= {"gpu": names[0] if names else "", "gpu_count": len(names)}
-    try:
-        import psutil
-
-        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-    except ImportError:  # pragma: no cover
-        pass
-    return info
+    info = {k: v for k, v in machine_info().items() if k not in ("gpu", "gpu_count")}
+    return info | {
+        "cpu_model": cpu_model(),
+        "gpu": names[0] if names else "",
+        "gpu_count": len(names),
+    }
 
 
 def gpus() -> list[str]:

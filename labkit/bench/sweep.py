@@ -58,6 +58,11 @@ class Sweep:
     size: str | None
     entries: tuple[Entry, ...]
 
+    @property
+    def run_size(self) -> str:
+        """The SIZE every point runs at: the file's ``size:``, else ``LABKIT_SIZE``, else smoke."""
+        return self.size or os.environ.get("LABKIT_SIZE") or "smoke"
+
 
 @dataclass(frozen=True)
 class Point:
@@ -259,7 +264,7 @@ def run(
     if (out / "points").exists():
         raise SweepError(f"{out} holds a sweep's runs already: give a new --out")
     out.mkdir(parents=True, exist_ok=True)
-    size = sweep.size or os.environ.get("LABKIT_SIZE") or "smoke"
+    size = sweep.run_size
     machine = store.fingerprint()
     started = datetime.now().isoformat(timespec="seconds")
     todo = points(sweep)

@@ -32,8 +32,7 @@ def _local_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a yardstick: its own local Ray, never a cluster RAY_ADDRESS names."""
     env = dict(os.environ)
     env["RAY_ADDRESS"] = "local"
-    for key in ("RAY_API_SERVER_ADDRESS",):
-        env.pop(key, None)
+    env.pop("RAY_API_SERVER_ADDRESS", None)  # the State API reads it before RAY_ADDRESS
     env |= extra or {}
     return env
 

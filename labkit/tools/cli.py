@@ -335,8 +335,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     todo = sweep.points(spec)
     for entry in spec.entries:
         print(f"labkit bench: {entry.name}: grid {entry.grid or '{}'} x {entry.repeats} repeat(s)")
-    size = spec.size or os.environ.get("LABKIT_SIZE") or "smoke"
-    print(f"labkit bench: {len(todo)} runs at SIZE={size}")
+    print(f"labkit bench: {len(todo)} runs at SIZE={spec.run_size}")
     if args.dry_run:
         return 0
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")

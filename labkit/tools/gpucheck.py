@@ -12,7 +12,6 @@ installed); parameters travel as ``LABKIT_*`` variables, which every notebook re
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -63,11 +62,10 @@ def gpu_slug() -> str:
         return "cpu"
     import torch
 
-    name = torch.cuda.get_device_name(0)
-    count = torch.cuda.device_count()
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    slug = re.sub(r"-(sxm|pcie|nvl)[0-9a-z-]*$", "", slug)
-    return slug if count == 1 else f"{count}x-{slug}"
+    from labkit.bench.store import machine_name
+
+    gpu = {"gpu": torch.cuda.get_device_name(0), "gpu_count": torch.cuda.device_count()}
+    return machine_name(gpu)
 
 
 def run_notebook(path: Path, out_dir: Path, env: dict[str, str], cell_timeout: int) -> dict:
