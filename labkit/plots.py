@@ -6,9 +6,11 @@ to the notebook's records so a papermill run keeps its figures.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import matplotlib
 import matplotlib.pyplot as plt
 
 from labkit import params
@@ -210,15 +212,37 @@ class SavedPath(type(Path())):
         return None
 
 
-def save(ax_or_fig, name: str) -> Path:
-    """Save a chart as ``RESULTS_DIR/<notebook>-<name>.png`` and return the path."""
+def save(ax_or_fig, name: str, *, alt: str | None = None) -> Path:
+    """Save a chart as ``RESULTS_DIR/<notebook>-<name>.png`` and return the path.
+
+    In a notebook the chart is shown here, once, with ``alt`` in the output's metadata
+    (``{"image/png": {"alt": ...}}``), which the site (``labkit site``) renders as the image's
+    alt text; without ``alt``, the text is built from the chart's titles and axis labels."""
     fig = getattr(ax_or_fig, "figure", ax_or_fig)
     p = params.current()
     p.results_dir.mkdir(parents=True, exist_ok=True)
     path = p.results_dir / f"{p.notebook}-{name}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    if "inline" in matplotlib.get_backend():  # a Jupyter kernel: show it with its alt text
+        from IPython.display import display
+
+        png = base64.b64encode(path.read_bytes()).decode("ascii")
+        display({"image/png": png}, raw=True, metadata={"image/png": {"alt": alt or describe(fig)}})
+        plt.close(fig)  # the inline backend would show it a second time, without alt
     return SavedPath(path)
+
+
+def describe(fig) -> str:
+    """A chart's alt text from what it says of itself: its titles and axis labels."""
+    parts = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) else []
+    for ax in fig.axes:
+        bits = [ax.get_title()]
+        if ax.get_xlabel() or ax.get_ylabel():
+            bits.append(f"{ax.get_ylabel() or 'value'} against {ax.get_xlabel() or 'x'}")
+        parts.append(": ".join(b for b in bits if b))
+    text = "; ".join(p for p in parts if p)
+    return f"Chart: {text}" if text else "Chart"
 
 
 _BYTES = {"memory": "memory GiB", "object_store_memory": "object store GiB"}

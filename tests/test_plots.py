@@ -135,3 +135,10 @@ def test_timeline_colours_by_version_and_marks_failures():
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["v1", "v2", "failed (1)"]
     assert ax.get_yscale() == "log" and "latency" in ax.get_ylabel()
+
+
+def test_alt_text_is_built_from_the_chart():
+    ax = plots.bar({"a": 1.0}, title="Speed-up", ylabel="x over serial")
+    ax.set_xlabel("task length")
+    assert plots.describe(ax.figure) == "Chart: Speed-up: x over serial against task length"
+    assert plots.describe(plt.figure()) == "Chart"
