@@ -11,7 +11,7 @@ NOTEBOOKS := $(if $(NB),$(foreach n,$(NB),$(wildcard notebooks/$(n)*.ipynb)),not
 # A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
 CELL_TIMEOUT ?= 600
 
-.PHONY: install lab test test-unit bench test-cluster test-exercises test-rerun exercises run lint strip clean doctor prometheus tools
+.PHONY: install lab test test-unit bench test-cluster test-exercises test-rerun exercises run lint strip clean doctor prometheus tools site browser test-browser
 
 # SLOW_IMPORT: every Ray process (driver, each worker, each actor) imports jsonschema, and
 # jsonschema imports rfc3987-syntax when it is installed (JupyterLab's jupyter-events pulls it in
@@ -60,13 +60,13 @@ test: install tools
 	@test -n "$(NOTEBOOKS)" || { echo "no notebook matches NB=$(NB)"; exit 2; }
 	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
 	  LABKIT_NB="$(NB)" LABKIT_CELL_TIMEOUT=$(CELL_TIMEOUT) \
-	  $(PY) -m pytest tests --durations=0 --durations-min=1.0
+	  $(PY) -m pytest tests -m "not browser" --durations=0 --durations-min=1.0
 
 # The fast tier: no notebook, no Ray, no server (markers in pyproject.toml; a test that starts
 # Ray here fails and names the marker it lacks). Minutes, not half an hour.
 test-unit: install
 	LABKIT_TEST_TIER=unit LABKIT_SIZE=smoke RAY_ADDRESS= \
-	  $(PY) -m pytest tests -m "not ray and not notebook and not network" -q --durations=5
+	  $(PY) -m pytest tests -m "not ray and not notebook and not network and not browser" -q --durations=5
 
 # The lessons on a multi-node cluster (labkit/tools/clustercheck.py): a 0-CPU head and two worker nodes
 # (1 CPU, 2 logical GPUs each; as root, each in a network namespace with a 198.18.x.x address),
@@ -97,6 +97,34 @@ RERUN ?=
 test-rerun: install
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-rerun RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
 	  $(VENV)/bin/labkit rerun $(RERUN) $(if $(filter all,$(RERUN)),,--rotation --touched)
+
+# The workbook as a static site (labkit/tools/site.py): Sphinx + MyST-NB over notebooks a run
+# already executed (never executing them), into runs/site/ and runs/site.tar.gz. RUN=runs/<folder>
+# builds it from a `labkit run` or a committed GPU run instead of make test's. ANSWERS=1 shows
+# the answers open, for instructors. It fails, naming the page, on an error output outside a
+# blog-error cell, a broken link or anchor, an image without alt text, a lesson the index lacks,
+# anything on another host, or a path outside the repository in a README.
+RUN ?= runs/test
+site: install
+	$(VENV)/bin/labkit site --run $(RUN) --pack runs/site.tar.gz $(if $(ANSWERS),--answers)
+
+# Debian's chromium and chromium-driver, from one source so their versions match; only when
+# missing (a fresh machine has neither). Needs apt-get, and root or sudo.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+	  chromium --version; chromedriver --version; exit 0; fi; \
+	command -v apt-get >/dev/null || { echo "make browser: needs apt-get (Debian, Ubuntu);" \
+	  "elsewhere install Chromium and a matching chromedriver on PATH"; exit 1; }; \
+	SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	$$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver; }; \
+	chromium --version; chromedriver --version
+
+# JupyterLab, the dashboard and the site in headless Chromium (tests/test_browser.py);
+# screenshots in runs/test/browser/. The site test reads runs/site/ (make site first).
+test-browser: install
+	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test/browser RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
+	  $(PY) -m pytest tests/test_browser.py -m browser -v --durations=0
 
 run: install
 	$(VENV)/bin/labkit run $(NB) $(foreach kv,$(P),-p $(kv))

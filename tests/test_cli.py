@@ -1,4 +1,5 @@
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,9 +51,14 @@ def test_doctor_reports_what_a_helper_needs():
         "ray auth token",
         "nvidia-smi gpus",
         "ports busy on 127.0.0.1",
+        "browser",
+        "browser driver",
     ):
         assert key in report
     assert report["ray"].startswith("2.60")
+    if shutil.which("chromium") and shutil.which("chromedriver"):  # after `make browser`
+        assert report["browser"].startswith("Chromium ")
+        assert report["browser driver"].startswith("ChromeDriver ")
     out = subprocess.run(LABKIT + ["doctor", "--json"], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["ray"].startswith("2.60")
 

@@ -192,6 +192,9 @@ def lab_command(port: int, token: str, open_browser: bool) -> list[str]:
         f"--ServerApp.root_dir={params.repo_root()}",
         "--LabApp.default_url=/lab/tree/exercises",
         "--ServerApp.allow_remote_access=False",
+        # Nothing fetched from jupyter.org: no news feed (nor its consent prompt), no update check.
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
     if not open_browser:
         cmd.append("--no-browser")
@@ -449,6 +452,28 @@ def cmd_guard(args: argparse.Namespace) -> int:
     return 1 if found else 0
 
 
+def cmd_site(args: argparse.Namespace) -> int:
+    from labkit.tools import site
+
+    run = Path(args.run)
+    pack = Path(args.pack) if args.pack else None
+    t0 = time.perf_counter()
+    try:
+        out = site.build(run, Path(args.out) if args.out else None, answers=args.answers, pack=pack)
+    except site.SiteError as e:
+        print(f"labkit site: not built. {e}", file=sys.stderr)
+        return 1
+    took = time.perf_counter() - t0
+    print(
+        f"labkit site: {out}/index.html from {run} in {took:.0f} s"
+        + (f"; packed {pack}" * bool(pack))
+    )
+    print(
+        f"  open it: python3 -m http.server -b 127.0.0.1 -d {out} 8000  ->  http://127.0.0.1:8000/"
+    )
+    return 0
+
+
 def cmd_blog_table(args: argparse.Namespace) -> int:
     """Check (or rewrite) lesson 12's summary table against the entries its cells open."""
     from labkit import blog
@@ -586,6 +611,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notebook", help="the notebook (default: notebooks/12_...ipynb)")
     p.add_argument("--write", action="store_true", help="rewrite the table to match")
     p.set_defaults(func=cmd_blog_table)
+
+    p = sub.add_parser(
+        "site", help="the workbook as a static site, from a run's executed notebooks"
+    )
+    p.add_argument("--run", default="runs/test", help="the run's folder (default runs/test)")
+    p.add_argument("--out", help="where the HTML goes (default runs/site)")
+    p.add_argument("--pack", help="also pack the site as this .tar.gz")
+    p.add_argument("--answers", action="store_true", help="show answers open (for instructors)")
+    p.set_defaults(func=cmd_site)
 
     p = sub.add_parser("lab", help="open JupyterLab (127.0.0.1, token auth) on the learner copies")
     p.add_argument("--port", type=int, default=8888)

@@ -58,7 +58,26 @@ def report() -> dict[str, Any]:
     report["ports busy on 127.0.0.1"] = busy or "none of 6379, 8265, 8000, 8888, 10001"
     report["kit processes alive"] = len(procs.alive())
     report["slow imports"] = slow_imports() or "none"
+    report["browser"] = tool_version("chromium", "chromium-browser", "google-chrome")
+    report["browser driver"] = tool_version("chromedriver")
     return report
+
+
+def tool_version(*names: str) -> str:
+    """The first of ``names`` on PATH and the version it prints (`make browser` installs
+    Chromium and its driver for `make test-browser`)."""
+    import subprocess
+
+    for name in names:
+        if path := shutil.which(name):
+            try:
+                out = subprocess.run(
+                    [path, "--version"], capture_output=True, text=True, timeout=20
+                ).stdout.strip()
+            except (OSError, subprocess.TimeoutExpired) as e:
+                return f"{path}: no version ({e})"
+            return out.splitlines()[0] if out else f"{path}: printed no version"
+    return "none (make browser installs Chromium and chromedriver)"
 
 
 # Modules that, when installed, every Ray process imports (through jsonschema) at a cost: the

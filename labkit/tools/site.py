@@ -1,0 +1,488 @@
+"""`labkit site`: the workbook as a static site, built from notebooks a run already executed.
+
+Sphinx with MyST-NB (execution off: nothing is run again) and the PyData theme, the stack Ray's
+own docs use, all from the package index: no theme, script or font is fetched at build time and
+no page loads anything from another host. The source tree mirrors the repository, so the
+lessons' own links (``02_actors.ipynb``, ``../bench/lab_tasks.ipynb``) resolve as they do on
+GitHub::
+
+    runs/site-src/ index.md  ledger.md  notebooks/NN_*.ipynb  bench/lab_*.ipynb  results/...
+    runs/site/     the HTML            runs/site.tar.gz   the same, packed
+
+Before the build, each executed notebook is checked for an error (an ``error`` output, or a
+stream with a traceback) outside a ``blog-error`` cell; after it, every page for a link or image
+on another host, a broken internal link or anchor, an image without alt text, and a lesson the
+index does not link. Any of them fails the build, naming the page.
+"""
+
+from __future__ import annotations
+
+import copy
+import html.parser
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from labkit.params import repo_root
+
+#: The only hosts a page may link to (``<a href>``, followed by a reader, never loaded): the
+#: documentation the lessons cite. Nothing from any host is loaded (``src``, stylesheets).
+READING_HOSTS = ("docs.ray.io", "pytorch.org", "docs.pytorch.org")
+TRACEBACK = "Traceback (most recent call last)"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+BUILD_DIR = "runs/site-src"
+OUT_DIR = "runs/site"
+
+
+class SiteError(Exception):
+    """The site was not built: each line names a page and what is wrong there."""
+
+
+@dataclass
+class Page:
+    """One executed notebook on the site."""
+
+    name: str  # 03_objects_and_memory, lab_tasks
+    folder: str  # notebooks, bench
+    source: Path  # the executed copy in the run
+    run: dict = field(default_factory=dict)  # SIZE, device, machine, versions, when, seconds
+
+    @property
+    def doc(self) -> str:
+        return f"{self.folder}/{self.name}"
+
+
+# ---- reading a run ------------------------------------------------------------------------
+
+
+def lessons_and_reports(run: Path) -> tuple[list[Page], list[str]]:
+    """Every lesson and lab report: the run's executed copy, or (listed as missing) the
+    repository's unexecuted one, so that every lesson has a page and every link resolves."""
+    root = repo_root()
+    pages, missing = [], []
+    for folder, pattern in (("notebooks", "[0-9][0-9]_*.ipynb"), ("bench", "lab_*.ipynb")):
+        for nb in sorted((root / folder).glob(pattern)):
+            found = [f for f in (run / nb.name, run / folder / nb.name) if f.exists()]
+            pages.append(Page(nb.stem, folder, found[0] if found else nb))
+            if not found:
+                missing.append(nb.stem)
+    return pages, missing
+
+
+def errors_in(nb: dict, name: str) -> list[str]:
+    """Each error a reader would see, outside a ``blog-error`` cell: ``name, cell N: ...``."""
+    found = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        if "blog-error" in cell.get("metadata", {}).get("tags", []):
+            continue
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "error":
+                found.append(f"{name}, cell {i}: {out.get('ename')}: {out.get('evalue', '')[:120]}")
+            elif kind == "stream" and TRACEBACK in "".join(out.get("text", "")):
+                found.append(f"{name}, cell {i}: a traceback in its {out.get('name')} output")
+    return found
+
+
+def run_facts(page: Page, nb: dict) -> dict:
+    """What ran: SIZE, device, machine and versions from the run's records, and how long."""
+    facts: dict = {}
+    records = page.source.parent / f"{page.name}.jsonl"
+    if records.exists():
+        for line in records.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                facts = {k: rec.get(k) for k in ("size", "device", "machine", "time")}
+                break
+    starts, ends = [], []
+    for cell in nb.get("cells", []):
+        ex = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in ex and "shell.execute_reply" in ex:
+            starts.append(ex["iopub.execute_input"])
+            ends.append(ex["shell.execute_reply"])
+    if starts:
+        t0, t1 = (
+            datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (min(starts), max(ends))
+        )
+        facts["seconds"] = (t1 - t0).total_seconds()
+        facts.setdefault("time", min(starts))
+    if not facts.get("size"):  # papermill's injected parameters, when nothing was recorded
+        facts["size"] = (
+            nb.get("metadata", {}).get("papermill", {}).get("parameters", {}).get("SIZE")
+        )
+    return facts
+
+
+def banner(facts: dict) -> str:
+    """The note at the top of each page: the run it shows."""
+    if not facts:
+        return (
+            "```{admonition} Not in this run\n:class: warning\n"
+            "This page is the lesson as written, without outputs: the run the site was built "
+            "from did not execute it. Run it yourself to see its figures.\n```"
+        )
+    m = facts.get("machine") or {}
+    gpu = f", {m.get('gpu_count', 1)}x {m['gpu']}" if m.get("gpu") else ", no GPU"
+    machine = f"{m.get('cpus', '?')} CPUs, {m.get('memory_gb', '?')} GiB{gpu}" if m else "?"
+    when = str(facts.get("time") or "?")[:16].replace("T", " ")
+    took = f" in {facts['seconds']:.0f} s" if facts.get("seconds") else ""
+    return (
+        "```{admonition} The run on this page\n:class: note\n"
+        f"`SIZE={facts.get('size') or '?'}`, `DEVICE={facts.get('device') or '?'}` on "
+        f"{machine}; Python {m.get('python', '?')}, Ray {m.get('ray', '?')}, "
+        f"torch {m.get('torch', '?')}. Executed {when} UTC{took}. The figures and verdicts "
+        "below are that run's; yours will differ.\n```"
+    )
+
+
+# ---- the source tree ------------------------------------------------------------------------
+
+
+def prepare_notebook(nb: dict, facts: dict, *, answers: bool) -> dict:
+    """The page's copy: the run's banner under the title, widget state out, answers collapsed."""
+    nb = copy.deepcopy(nb)
+    nb.get("metadata", {}).pop("widgets", None)
+    for cell in nb["cells"]:
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "answer" in tags and not answers:
+            tags.append("hide-cell")  # MyST-NB: code and outputs behind a toggle
+        if cell["cell_type"] != "code":
+            continue
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if data and WIDGET_MIME in data:
+                data.pop(WIDGET_MIME)
+                if not data:
+                    continue
+            kept.append(out)
+        cell["outputs"] = kept
+        alts = [
+            out["metadata"][mime]["alt"]
+            for out in kept
+            for mime in (out.get("metadata") or {})
+            if mime.startswith("image/") and (out["metadata"][mime] or {}).get("alt")
+        ]
+        if alts:  # MyST-NB reads an image's alt text from its cell's metadata only
+            image = cell["metadata"].setdefault("mystnb", {}).setdefault("image", {})
+            image["alt"] = "; ".join(dict.fromkeys(alts))
+    at = next((i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"), -1) + 1
+    nb["cells"].insert(at, {"cell_type": "markdown", "metadata": {}, "source": banner(facts)})
+    for i, cell in enumerate(nb["cells"]):
+        cell["id"] = cell.get("id") or f"site-{i}"
+    return nb
+
+
+_ROW = re.compile(r"^\| (\d\d) \| \[`([^`]+)`\]\(([^)]+)\) \| (.*) \| ([^|]*) \|$")
+_LAB_ROW = re.compile(r"^\| \[`(lab_\w+)\.ipynb`\]\(([^)]+)\) \| (.*) \|$")
+_TIME = re.compile(r"\*\*Time:\*\*\s*([^.]*)")
+
+
+def _title(nb_path: Path) -> str:
+    """The notebook's first heading ("03 · Objects and memory")."""
+    for cell in json.loads(nb_path.read_text(encoding="utf-8"))["cells"][:2]:
+        if m := re.match(r"#\s+(.+)", "".join(cell["source"])):
+            return m.group(1).strip()
+    return nb_path.stem
+
+
+def _learner_time(nb_path: Path) -> str:
+    """The lesson header's time to work through ("about 45 min")."""
+    for cell in json.loads(nb_path.read_text(encoding="utf-8"))["cells"][:3]:
+        if m := _TIME.search("".join(cell["source"])):
+            return m.group(1).replace(" to work through", "").strip()
+    return ""
+
+
+def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str:
+    """The index: the README's curriculum and lab report tables, each with this run's time."""
+    root = repo_root()
+    ran = {p.name: p for p in pages}
+    readme = (root / "README.md").read_text(encoding="utf-8").splitlines()
+    first = next((p for p in pages if p.run and p.folder == "notebooks"), None)
+    lines = [
+        "# Ray LabKit",
+        "",
+        "A workbook of Jupyter notebooks that teaches **Ray 2.60** by running real workloads. "
+        "Each page below is a lesson as one run executed it: every figure and verdict was "
+        "measured in that run, on the machine its banner names. To run them yourself, see "
+        "[Set-up](README.md).",
+        "",
+    ]
+    if first:
+        lines += [banner(first.run), ""]
+    lines += [
+        "## Lessons",
+        "",
+        "| # | lesson | what you learn | time to work through | this run |",
+        "|---|---|---|---|---|",
+    ]
+    for line in readme:
+        if m := _ROW.match(line):
+            num, file, link, learn, _smoke = m.groups()
+            stem = Path(file).stem
+            page = ran.get(stem)
+            title = f"[{_title(root / link)}]({link})" + " (not in this run)" * (stem in missing)
+            took = f"{page.run['seconds']:.0f} s" if page and page.run.get("seconds") else "-"
+            learner = _learner_time(root / "notebooks" / file)
+            lines.append(f"| {num} | {title} | {learn} | {learner} | {took} |")
+    lines += [
+        "",
+        "## Lab reports",
+        "",
+        "The deeper measurements behind a lesson, each swept over sizes and machines.",
+        "",
+        "| report | from lesson | what it measures | knobs | this run |",
+        "|---|---|---|---|---|",
+    ]
+    for line in readme:
+        if m := _LAB_ROW.match(line):
+            stem, link, rest = m.groups()
+            cols = rest.split(" | ")[:3]
+            page = ran.get(stem)
+            title = f"[{stem}]({link})" + " (not in this run)" * (stem in missing)
+            took = f"{page.run['seconds']:.0f} s" if page and page.run.get("seconds") else "-"
+            lines.append(f"| {title} | {' | '.join(cols)} | {took} |")
+    lines += ["", "## The blogs, checked", ""]
+    lines.append(
+        "[The ledger](ledger.md): every snippet and claim of the two posts the kit grew from, "
+        "run on Ray 2.60, with this run's verdicts."
+    )
+    if results:
+        lines += ["", "## Committed results", ""]
+        lines += [f"* [{Path(r).parent.as_posix()}]({r})" for r in results]
+    for caption, docs in (
+        ("Lessons", [p.doc for p in pages if p.folder == "notebooks"]),
+        ("Lab reports", [p.doc for p in pages if p.folder == "bench"]),
+        ("More", ["ledger", "README", *(r.removesuffix(".md") for r in results)]),
+    ):
+        lines += ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *docs, "```"]
+    return "\n".join(lines)
+
+
+def ledger_page(pages: list[Page], missing: list[str]) -> str:
+    """Lesson 12's summary table, and the verdicts this run chose."""
+    from labkit import blog
+
+    page = next((p for p in pages if p.name.startswith("12_")), None)
+    lines = ["# The blogs, checked on Ray 2.60", ""]
+    if page is None or page.name in missing:
+        return "\n".join([*lines, "Lesson 12 is not in this run: its page shows the ledger.", ""])
+    lines += [
+        f"Every snippet and claim of the two posts, as [lesson 12]({page.doc}.ipynb) checks "
+        "them. The table is built from the lesson's entries; the verdicts after it are the ones "
+        "this run's numbers chose.",
+        "",
+        blog.table_in(page.source).replace("](", "](notebooks/"),
+    ]
+    nb = json.loads(page.source.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            md = "".join(out.get("data", {}).get("text/markdown", ""))
+            if "the run's verdict" in md:
+                lines += ["", "## This run's verdicts", "", md]
+    return "\n".join(lines) + "\n"
+
+
+def results_pages(src: Path) -> list[str]:
+    """Copy ``results/`` (its READMEs and reports as pages, plots and data as files)."""
+    root = repo_root()
+    pages = []
+    for f in sorted((root / "results").rglob("*")):
+        if not f.is_file() or f.suffix == ".ipynb":
+            continue
+        rel = f.relative_to(root)
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, src / rel)
+        if f.suffix == ".md":
+            pages.append(rel.as_posix())
+    return pages
+
+
+CONF = """\
+# Written by `labkit site`: the site's Sphinx configuration (offline: nothing fetched or loaded
+# from another host; MyST-NB renders the notebooks as the run left them).
+project = "Ray LabKit"
+author = "Ray LabKit"
+copyright = "Ray LabKit contributors"
+extensions = ["myst_nb"]
+nb_execution_mode = "off"
+nb_ipywidgets_js = {{}}
+nb_output_stderr = "show"
+myst_heading_anchors = 3
+myst_enable_extensions = ["colon_fence"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "results/**/*.ipynb"]
+html_theme = "pydata_sphinx_theme"
+html_title = "Ray LabKit"
+html_show_sourcelink = False
+html_copy_source = False
+html_show_sphinx = False
+html_theme_options = {{
+    "footer_start": ["copyright"],
+    "footer_end": [],
+    "navbar_end": ["theme-switcher"],
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+    "secondary_sidebar_items": ["page-toc"],
+}}
+suppress_warnings = ["myst.header", "mystnb.unknown_mime_type"]
+"""
+
+
+def prepare(run: Path, src: Path, *, answers: bool = False) -> tuple[list[Page], list[str]]:
+    """Write the source tree; raise :class:`SiteError` on an error output in a page."""
+    pages, missing = lessons_and_reports(run)
+    if len(missing) == len(pages):
+        raise SiteError(f"{run}: no executed lesson or lab report here (run `make test` first)")
+    if src.exists():
+        shutil.rmtree(src)
+    problems = []
+    for page in pages:
+        nb = json.loads(page.source.read_text(encoding="utf-8"))
+        problems += errors_in(nb, f"{page.folder}/{page.source.name}")
+        page.run = {} if page.name in missing else run_facts(page, nb)
+        out = src / page.folder / f"{page.name}.ipynb"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(prepare_notebook(nb, page.run, answers=answers)), "utf-8")
+    if problems:
+        raise SiteError("an error shows outside a blog-error cell:\n  " + "\n  ".join(problems))
+    results = results_pages(src)
+    readme = (repo_root() / "README.md").read_text(encoding="utf-8")
+    (src / "README.md").write_text(readme, encoding="utf-8")
+    (src / "ledger.md").write_text(ledger_page(pages, missing), encoding="utf-8")
+    (src / "index.md").write_text(index_page(pages, missing, results), encoding="utf-8")
+    (src / "conf.py").write_text(CONF.format(), encoding="utf-8")
+    for extra in ("LICENSE",):  # what the README links to beside the lessons
+        shutil.copy2(repo_root() / extra, src / extra)
+    return pages, missing
+
+
+# ---- the checks on the built HTML ----------------------------------------------------------
+
+
+class _Refs(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.refs: list[tuple[str, str, str]] = []  # (tag, attribute, value)
+        self.ids: set[str] = set()
+        self.images: list[dict] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("id", "name"):
+            if a.get(key):
+                self.ids.add(a[key])
+        for key in ("src", "href", "srcset", "poster", "data", "action"):
+            if a.get(key):
+                self.refs.append((tag, key, a[key]))
+        if tag == "img":
+            self.images.append(a)
+
+
+def check_html(out: Path, lessons: list[str]) -> list[str]:
+    """Every problem on the built pages: another host, a broken link or anchor, an image
+    without alt text, a lesson the index does not link."""
+    problems: list[str] = []
+    parsed: dict[Path, _Refs] = {}
+    for page in sorted(out.rglob("*.html")):
+        if "_static" in page.relative_to(out).parts:  # the theme's template fragments
+            continue
+        p = _Refs()
+        p.feed(page.read_text(encoding="utf-8", errors="replace"))
+        parsed[page.resolve()] = p
+    for page, p in parsed.items():
+        rel = page.relative_to(out.resolve())
+        for tag, key, value in p.refs:
+            url = urlsplit(value.strip())
+            if url.scheme in ("mailto", "data", "javascript", "about"):
+                continue
+            if url.scheme or url.netloc:
+                if not (tag == "a" and key == "href" and url.hostname in READING_HOSTS):
+                    problems.append(f"{rel}: <{tag} {key}> on another host: {value}")
+                continue
+            if not url.path:
+                target = page
+            else:
+                target = (page.parent / unquote(url.path)).resolve()
+                if target.is_dir():
+                    target = target / "index.html"
+            if not target.exists():
+                problems.append(f"{rel}: broken link: {value}")
+            elif url.fragment and target.suffix == ".html":
+                ids = parsed.get(target)
+                if ids is not None and unquote(url.fragment) not in ids.ids:
+                    problems.append(f"{rel}: no anchor #{url.fragment} in {value}")
+        for img in p.images:
+            alt = (img.get("alt") or "").strip()
+            if not alt or alt == img.get("src") or re.search(r"\.(png|jpe?g|svg|gif)$", alt):
+                problems.append(f"{rel}: an image without alt text: {img.get('src', '')[:80]}")
+    for css in out.rglob("*.css"):
+        for m in re.finditer(r"url\(\s*['\"]?((?:https?:)?//[^)'\"]+)", css.read_text("utf-8")):
+            problems.append(f"{css.relative_to(out)}: loads from another host: {m.group(1)}")
+    index = parsed.get((out / "index.html").resolve())
+    linked = {urlsplit(v).path for t, k, v in index.refs if t == "a"} if index else set()
+    for doc in lessons:
+        if f"{doc}.html" not in linked:
+            problems.append(f"index.html: no link to {doc}")
+    return problems
+
+
+def outside_paths(path: Path, root: Path | None = None) -> list[str]:
+    """Each ``../`` path in a file that leads out of the repository (a reader's clone has
+    nothing there): ``file:line: path``."""
+    root = (root or repo_root()).resolve()
+    found = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for m in re.finditer(r"(?:\.\./)+[\w.+\-/]*", line):
+            target = (path.parent / m.group(0)).resolve()
+            if not target.is_relative_to(root):
+                found.append(f"{path.relative_to(root)}:{n}: {m.group(0)}")
+    return found
+
+
+# ---- the build ------------------------------------------------------------------------------
+
+
+def build(
+    run: Path,
+    out: Path | None = None,
+    *,
+    answers: bool = False,
+    pack: Path | None = None,
+    src: Path | None = None,
+) -> Path:
+    """Build the site from ``run``'s executed notebooks into ``out``; raise :class:`SiteError`
+    naming every problem. ``pack`` also writes the site as a ``.tar.gz``."""
+    root = repo_root()
+    out = out or root / OUT_DIR
+    src = src or root / BUILD_DIR
+    problems = []
+    for readme in [root / "README.md", *sorted((root / "results").rglob("README.md"))]:
+        problems += outside_paths(readme, root)
+    if problems:
+        raise SiteError("a path outside the repository:\n  " + "\n  ".join(problems))
+    pages, missing = prepare(run, src, answers=answers)
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going"]
+    done = subprocess.run(
+        [*cmd, "-d", str(src / "_doctrees"), str(src), str(out)], text=True, capture_output=True
+    )
+    if done.returncode != 0:
+        raise SiteError("Sphinx reported:\n" + (done.stderr or done.stdout).strip())
+    problems = check_html(out, [p.doc for p in pages])
+    if problems:
+        raise SiteError("the built pages:\n  " + "\n  ".join(problems))
+    if pack:
+        with tarfile.open(pack, "w:gz") as tar:
+            tar.add(out, arcname="site")
+    if missing:
+        print(f"labkit site: not in {run}, shown as written, without outputs: {', '.join(missing)}")
+    return out
