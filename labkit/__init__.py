@@ -60,6 +60,7 @@ _ROOMS = {
         "exercises",
         "gpucheck",
         "nbrun",
+        "site",
         "touched",
         "workshop",
     ),
