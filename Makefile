@@ -100,20 +100,19 @@ test-rerun: install
 
 # The workbook as a static site (labkit/tools/site.py): Sphinx + MyST-NB over notebooks a run
 # already executed (never executing them), into runs/site/ and runs/site.tar.gz. RUN=runs/<folder>
-# builds it from a `labkit run` or a committed GPU run instead of make test's. ANSWERS=1 shows
+# builds it from a `labkit run` or a `labkit gpu-check` run instead of make test's. ANSWERS=1 shows
 # the answers open, for instructors. It fails, naming the page, on an error output outside a
 # blog-error cell, a broken link or anchor, an image without alt text, a lesson the index lacks,
 # anything on another host, or a path outside the repository in a README.
-RUN ?= runs/test
 site: install
-	$(VENV)/bin/labkit site --run $(RUN) --pack runs/site.tar.gz $(if $(ANSWERS),--answers)
+	$(VENV)/bin/labkit site --run $(or $(RUN),runs/test) --pack runs/site.tar.gz $(if $(ANSWERS),--answers)
 
 # Debian's chromium and chromium-driver, from one source so their versions match; only when
 # missing (a fresh machine has neither). Needs apt-get, and root or sudo.
 browser:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
 	  chromium --version; chromedriver --version; exit 0; fi; \
-	command -v apt-get >/dev/null || { echo "make browser: needs apt-get (Debian, Ubuntu);" \
+	command -v apt-get >/dev/null || { echo "make browser: needs Debian's apt-get (Ubuntu's chromium is a snap stub);" \
 	  "elsewhere install Chromium and a matching chromedriver on PATH"; exit 1; }; \
 	SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	$$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || \
@@ -122,9 +121,10 @@ browser:
 
 # JupyterLab, the dashboard and the site in headless Chromium (tests/test_browser.py);
 # screenshots in runs/test/browser/. The site test reads runs/site/ (make site first).
+# REQUIRE_BROWSER=1 (CI) fails where the tests would skip (no Chromium, no root, no site).
 test-browser: install
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test/browser RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
-	  $(PY) -m pytest tests/test_browser.py -m browser -v --durations=0
+	  LABKIT_REQUIRE_BROWSER=$(REQUIRE_BROWSER) $(PY) -m pytest tests/test_browser.py -m browser -v --durations=0
 
 run: install
 	$(VENV)/bin/labkit run $(NB) $(foreach kv,$(P),-p $(kv))

@@ -69,7 +69,8 @@ def lessons_and_reports(run: Path) -> tuple[list[Page], list[str]]:
     pages, missing = [], []
     for folder, pattern in (("notebooks", "[0-9][0-9]_*.ipynb"), ("bench", "lab_*.ipynb")):
         for nb in sorted((root / folder).glob(pattern)):
-            found = [f for f in (run / nb.name, run / folder / nb.name) if f.exists()]
+            where = (run / nb.name, run / folder / nb.name, run / "executed" / nb.name)
+            found = [f for f in where if f.exists()]
             pages.append(Page(nb.stem, folder, found[0] if found else nb))
             if not found:
                 missing.append(nb.stem)
@@ -94,13 +95,14 @@ def errors_in(nb: dict, name: str) -> list[str]:
 def run_facts(page: Page, nb: dict) -> dict:
     """What ran: SIZE, device, machine and versions from the run's records, and how long."""
     facts: dict = {}
-    records = page.source.parent / f"{page.name}.jsonl"
-    if records.exists():
-        for line in records.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                facts = {k: rec.get(k) for k in ("size", "device", "machine", "time")}
-                break
+    here = page.source.parent  # lab reports' records sit beside them or one folder up
+    own = [d / f"{page.name}.jsonl" for d in (here, here.parent)]
+    for records in [f for f in own if f.exists()] or sorted(here.parent.glob("*.jsonl")):
+        lines = [ln for ln in records.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        if lines:  # records are appended run after run: the newest is this run's
+            rec = json.loads(lines[-1])
+            facts = {k: rec.get(k) for k in ("size", "device", "machine", "time")}
+            break
     starts, ends = [], []
     for cell in nb.get("cells", []):
         ex = cell.get("metadata", {}).get("execution", {})
@@ -120,7 +122,7 @@ def run_facts(page: Page, nb: dict) -> dict:
     return facts
 
 
-def banner(facts: dict) -> str:
+def banner(facts: dict, title: str = "The run on this page") -> str:
     """The note at the top of each page: the run it shows."""
     if not facts:
         return (
@@ -134,7 +136,7 @@ def banner(facts: dict) -> str:
     when = str(facts.get("time") or "?")[:16].replace("T", " ")
     took = f" in {facts['seconds']:.0f} s" if facts.get("seconds") else ""
     return (
-        "```{admonition} The run on this page\n:class: note\n"
+        f"```{{admonition}} {title}\n:class: note\n"
         f"`SIZE={facts.get('size') or '?'}`, `DEVICE={facts.get('device') or '?'}` on "
         f"{machine}; Python {m.get('python', '?')}, Ray {m.get('ray', '?')}, "
         f"torch {m.get('torch', '?')}. Executed {when} UTC{took}. The figures and verdicts "
@@ -164,13 +166,16 @@ def prepare_notebook(nb: dict, facts: dict, *, answers: bool) -> dict:
                     continue
             kept.append(out)
         cell["outputs"] = kept
-        alts = [
-            out["metadata"][mime]["alt"]
+        images = [
+            ((out.get("metadata") or {}).get(mime) or {}).get("alt")
             for out in kept
-            for mime in (out.get("metadata") or {})
-            if mime.startswith("image/") and (out["metadata"][mime] or {}).get("alt")
+            for mime in out.get("data", {})
+            if mime.startswith("image/")
         ]
-        if alts:  # MyST-NB reads an image's alt text from its cell's metadata only
+        alts = [a for a in images if a]
+        # MyST-NB reads alt text from the cell's metadata only: set it when every image in the
+        # cell has its own, so that an image without one still fails the check.
+        if alts and len(alts) == len(images):
             image = cell["metadata"].setdefault("mystnb", {}).setdefault("image", {})
             image["alt"] = "; ".join(dict.fromkeys(alts))
     at = next((i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"), -1) + 1
@@ -217,7 +222,8 @@ def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str
         "",
     ]
     if first:
-        lines += [banner(first.run), ""]
+        facts = {k: v for k, v in first.run.items() if k != "seconds"}
+        lines += [banner(facts, "The run these pages show"), ""]
     lines += [
         "## Lessons",
         "",
@@ -276,11 +282,13 @@ def ledger_page(pages: list[Page], missing: list[str]) -> str:
     if page is None or page.name in missing:
         return "\n".join([*lines, "Lesson 12 is not in this run: its page shows the ledger.", ""])
     lines += [
+        banner(page.run),
+        "",
         f"Every snippet and claim of the two posts, as [lesson 12]({page.doc}.ipynb) checks "
         "them. The table is built from the lesson's entries; the verdicts after it are the ones "
         "this run's numbers chose.",
         "",
-        blog.table_in(page.source).replace("](", "](notebooks/"),
+        re.sub(r"\]\((\d\d_\w+\.ipynb)", r"](notebooks/\1", blog.table_in(page.source)),
     ]
     nb = json.loads(page.source.read_text(encoding="utf-8"))
     for cell in nb["cells"]:
@@ -404,7 +412,8 @@ def check_html(out: Path, lessons: list[str]) -> list[str]:
             if url.scheme in ("mailto", "data", "javascript", "about"):
                 continue
             if url.scheme or url.netloc:
-                if not (tag == "a" and key == "href" and url.hostname in READING_HOSTS):
+                reading = url.scheme == "https" and url.hostname in READING_HOSTS
+                if not (tag == "a" and key == "href" and reading):
                     problems.append(f"{rel}: <{tag} {key}> on another host: {value}")
                 continue
             if not url.path:
@@ -413,7 +422,7 @@ def check_html(out: Path, lessons: list[str]) -> list[str]:
                 target = (page.parent / unquote(url.path)).resolve()
                 if target.is_dir():
                     target = target / "index.html"
-            if not target.exists():
+            if not target.exists() or not target.is_relative_to(out.resolve()):
                 problems.append(f"{rel}: broken link: {value}")
             elif url.fragment and target.suffix == ".html":
                 ids = parsed.get(target)
@@ -426,8 +435,12 @@ def check_html(out: Path, lessons: list[str]) -> list[str]:
     for css in out.rglob("*.css"):
         for m in re.finditer(r"url\(\s*['\"]?((?:https?:)?//[^)'\"]+)", css.read_text("utf-8")):
             problems.append(f"{css.relative_to(out)}: loads from another host: {m.group(1)}")
-    index = parsed.get((out / "index.html").resolve())
-    linked = {urlsplit(v).path for t, k, v in index.refs if t == "a"} if index else set()
+    linked = set()
+    if (index := out / "index.html").exists():  # the index's own text, not the theme's menus
+        text = index.read_text(encoding="utf-8")
+        body = _Refs()
+        body.feed(text[text.find("<article") : text.rfind("</article>")])
+        linked = {urlsplit(v).path for t, k, v in body.refs if t == "a"}
     for doc in lessons:
         if f"{doc}.html" not in linked:
             problems.append(f"index.html: no link to {doc}")
@@ -468,6 +481,8 @@ def build(
         problems += outside_paths(readme, root)
     if problems:
         raise SiteError("a path outside the repository:\n  " + "\n  ".join(problems))
+    if out.exists() and any(out.iterdir()) and not (out / ".buildinfo").exists():
+        raise SiteError(f"{out} holds something other than a built site: not overwriting it")
     pages, missing = prepare(run, src, answers=answers)
     if out.exists():
         shutil.rmtree(out)
@@ -477,9 +492,13 @@ def build(
     )
     if done.returncode != 0:
         raise SiteError("Sphinx reported:\n" + (done.stderr or done.stdout).strip())
+    shutil.rmtree(out.parent / "jupyter_execute", ignore_errors=True)  # MyST-NB's leftovers
     problems = check_html(out, [p.doc for p in pages])
     if problems:
         raise SiteError("the built pages:\n  " + "\n  ".join(problems))
+    about = {"run": str(run), "answers": answers, "executed": [p.doc for p in pages if p.run],
+             "not in the run": missing}  # fmt: skip
+    (out / "_labkit.json").write_text(json.dumps(about, indent=1), encoding="utf-8")
     if pack:
         with tarfile.open(pack, "w:gz") as tar:
             tar.add(out, arcname="site")
