@@ -237,10 +237,15 @@ def describe(fig) -> str:
     """A chart's alt text from what it says of itself: its titles and axis labels."""
     parts = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) else []
     for ax in fig.axes:
-        bits = [ax.get_title()]
-        if ax.get_xlabel() or ax.get_ylabel():
-            bits.append(f"{ax.get_ylabel() or 'value'} against {ax.get_xlabel() or 'x'}")
-        parts.append(": ".join(b for b in bits if b))
+        y, x = ax.get_ylabel(), ax.get_xlabel()
+        ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        if y and x:
+            what = f"{y} against {x}"
+        elif y and ticks and not any(t.lstrip("−-").replace(".", "").isdigit() for t in ticks):
+            what = f"{y} for {', '.join(ticks)}"  # a bar chart's categories
+        else:
+            what = y or x
+        parts.append(": ".join(b for b in (ax.get_title(), what) if b))
     text = "; ".join(p for p in parts if p)
     return f"Chart: {text}" if text else "Chart"
 

@@ -102,6 +102,24 @@ def test_ray_error_messages_are_filtered_too(capsys):
     assert "a real error" in text and "graceful_shutdown" not in text
 
 
+def test_tunes_sigterm_block_with_its_blank_line_is_dropped():
+    """As 08 printed it in make test (a trial's actor stopped by ASHA): the frames of the
+    signal handler come after an empty line."""
+    lines = [
+        "Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7f3312a12520>",
+        "Traceback (most recent call last):",
+        '  File "/py/lib/python3.11/_weakrefset.py", line 39, in _remove',
+        "    def _remove(item, selfref=ref(self)):",
+        "",
+        '  File "/x/ray/_private/worker.py", line 1063, in sigterm_handler',
+        "    raise_sys_exit_with_custom_error_message(",
+        '  File "python/ray/_raylet.pyx", line 712, in ray._raylet.raise_sys_exit_with_custom_',
+        "SystemExit: 1",
+        "after",
+    ]
+    assert logs.drop_noise(lines) == ["after"]
+
+
 def test_a_noisy_block_that_ends_otherwise_is_kept_whole():
     lines = [
         "Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x7f07>",

@@ -23,3 +23,12 @@ def test_scope_of_an_address(host, scope):
 
 def test_kernel_ports_are_empty_outside_a_kernel():
     assert net.kernel_ports() == set()
+
+
+def test_free_port_never_hands_out_the_same_port_twice_in_a_row(monkeypatch):
+    """The OS may offer a port again once its probe closes; one ray.init given the same port
+    for two of its components refuses to start (seen once in make test)."""
+    offered = iter([50001, 50001, 50001, 50002])
+    monkeypatch.setattr(net, "_os_port", lambda host: next(offered))
+    monkeypatch.setattr(net, "_RECENT", net.collections.deque(maxlen=256))
+    assert [net.free_port(), net.free_port()] == [50001, 50002]

@@ -138,7 +138,8 @@ def test_timeline_colours_by_version_and_marks_failures():
 
 
 def test_alt_text_is_built_from_the_chart():
-    ax = plots.bar({"a": 1.0}, title="Speed-up", ylabel="x over serial")
+    ax = plots.bar({"serial": 1.0, "Ray": 2.0}, title="Speed-up", ylabel="x over serial")
+    assert plots.describe(ax.figure) == "Chart: Speed-up: x over serial for serial, Ray"
     ax.set_xlabel("task length")
     assert plots.describe(ax.figure) == "Chart: Speed-up: x over serial against task length"
     assert plots.describe(plt.figure()) == "Chart"

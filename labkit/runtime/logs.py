@@ -103,7 +103,9 @@ def drop_noise(lines: list[str]) -> list[str]:
             if line.strip().startswith(until):
                 block, until = [], None  # the expected block, whole: dropped
                 continue
-            if line[:1].isspace() or line.startswith("Traceback (most recent call last)"):
+            # Python 3.11 puts an empty line between a traceback's frames at a signal handler.
+            inside = not line.strip() or line[:1].isspace()
+            if inside or line.startswith("Traceback (most recent call last)"):
                 continue
             out.extend(block[:-1])  # not the expected block: keep it, then read this line anew
             block, until = [], None

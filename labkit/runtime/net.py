@@ -6,6 +6,7 @@ and keeps Ray's token auth on.
 
 from __future__ import annotations
 
+import collections
 import os
 import secrets
 import socket
@@ -15,11 +16,27 @@ from pathlib import Path
 LOCALHOST = "127.0.0.1"
 
 
-def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port that is free on ``host`` right now (the OS picks it)."""
+#: The ports this process handed out lately: the OS may offer a port again as soon as the probe
+#: closes it, and two of them given to one ``ray.init`` (the dashboard agent's and the metrics
+#: port, once in make test) make Ray refuse to start.
+_RECENT: collections.deque[int] = collections.deque(maxlen=256)
+
+
+def _os_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A TCP port that is free on ``host`` right now (the OS picks it), and not one this
+    process handed out lately."""
+    for _ in range(100):
+        port = _os_port(host)
+        if port not in _RECENT:
+            break
+    _RECENT.append(port)
+    return port
 
 
 def listening(port: int, host: str = LOCALHOST) -> bool:

@@ -178,8 +178,15 @@ def prepare_notebook(nb: dict, facts: dict, *, answers: bool) -> dict:
         if alts and len(alts) == len(images):
             image = cell["metadata"].setdefault("mystnb", {}).setdefault("image", {})
             image["alt"] = "; ".join(dict.fromkeys(alts))
-    at = next((i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"), -1) + 1
-    nb["cells"].insert(at, {"cell_type": "markdown", "metadata": {}, "source": banner(facts)})
+    at = next((i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"), None)
+    note = {"cell_type": "markdown", "metadata": {}, "source": banner(facts)}
+    if at is None:
+        nb["cells"].insert(0, note)
+    else:  # right under the title: the title cell split after its heading
+        title, _, rest = "".join(nb["cells"][at]["source"]).partition("\n")
+        nb["cells"][at]["source"] = title
+        extra = [{"cell_type": "markdown", "metadata": {}, "source": rest}] if rest.strip() else []
+        nb["cells"][at + 1 : at + 1] = [note, *extra]
     for i, cell in enumerate(nb["cells"]):
         cell["id"] = cell.get("id") or f"site-{i}"
     return nb
@@ -332,6 +339,7 @@ html_title = "Ray LabKit"
 html_show_sourcelink = False
 html_copy_source = False
 html_show_sphinx = False
+html_sidebars = {{"**": []}}  # lessons are the top bar's; the page's sections are on the right
 html_theme_options = {{
     "footer_start": ["copyright"],
     "footer_end": [],
