@@ -138,7 +138,7 @@ lint: install
 	$(VENV)/bin/ruff check labkit tests notebooks bench
 
 strip: install
-	$(VENV)/bin/nbstripout --extra-keys "metadata.widgets cell.metadata.execution" notebooks/*.ipynb
+	$(VENV)/bin/nbstripout --keep-id --extra-keys "metadata.widgets cell.metadata.execution" notebooks/*.ipynb bench/*.ipynb
 
 doctor: install
 	$(VENV)/bin/labkit doctor

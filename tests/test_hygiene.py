@@ -1,6 +1,7 @@
 """The repository's own rules: stripped notebooks that follow the contract, ruff, matching deps."""
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -450,3 +451,20 @@ def test_the_makefile_parses_without_warnings():
         ["make", "-n", "lint"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert "warning" not in done.stderr.lower(), done.stderr
+
+
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
+def test_cell_ids_are_unique_and_not_positions(path):
+    """Translations are keyed by cell id (issue 26): an id must survive cells moving around,
+    so none may be a position ("c07", "12", "cell-3"); `make strip` keeps them (--keep-id)."""
+    ids = [c.get("id") for c in json.loads(path.read_text())["cells"]]
+    assert all(ids), f"{path.name}: a cell without an id"
+    dups = sorted({i for i in ids if ids.count(i) > 1})
+    assert not dups, f"{path.name}: duplicate cell ids {dups}"
+    positional = [i for i in ids if re.fullmatch(r"(c|cell-?)?\d{1,4}", i)]
+    assert not positional, f"{path.name}: positional cell ids {positional}"
+
+
+def test_make_strip_keeps_cell_ids():
+    strip = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if "nbstripout" in ln)
+    assert "--keep-id" in strip and "bench/" in strip
