@@ -63,6 +63,7 @@ _ROOMS = {
         "site",
         "touched",
         "workshop",
+        "zh",
     ),
     "bench": ("cpuuse", "report", "store", "sweep", "yardsticks"),
 }

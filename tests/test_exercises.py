@@ -7,6 +7,7 @@ import pytest
 
 from labkit import exercises as ex
 from labkit import nbrun
+from labkit.tools import zh
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
@@ -43,7 +44,11 @@ def test_learner_copy_stubs_answers_and_guards_checks():
     copy = ex.learner_copy(nb)
     assert len(copy.cells) == len(nb.cells) and copy.cells[0] == nb.cells[0]
     stub, check = copy.cells[1].source, copy.cells[2].source
-    assert stub.startswith(ex.STUB_HEADER) and "first_k = None" in stub and "return" not in stub
+    assert (
+        stub.startswith(zh.MESSAGES["en"]["stub_header"])
+        and "first_k = None" in stub
+        and "return" not in stub
+    )
     assert "jupyter" not in copy.cells[1].metadata  # the learner's cell opens expanded
     assert check.endswith("assert first_k([1, 2], 1) == [1]")
     namespace = {}

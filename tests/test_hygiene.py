@@ -461,7 +461,7 @@ def test_cell_ids_are_unique_and_not_positions(path):
     assert all(ids), f"{path.name}: a cell without an id"
     dups = sorted({i for i in ids if ids.count(i) > 1})
     assert not dups, f"{path.name}: duplicate cell ids {dups}"
-    positional = [i for i in ids if re.fullmatch(r"(c|cell-?)?\d{1,4}", i)]
+    positional = [i for i in ids if re.fullmatch(r"(cell-?|[a-z]{0,3})\d{1,3}", i)]
     assert not positional, f"{path.name}: positional cell ids {positional}"
 
 

@@ -68,14 +68,15 @@ def make_run(tmp_path: Path, **plant) -> Path:
     return run
 
 
-def build(tmp_path: Path, **plant) -> Path:
+def build(tmp_path: Path, chinese: bool = False, **plant) -> Path:
     run = make_run(tmp_path, **plant)
-    return site.build(run, tmp_path / "site", src=tmp_path / "src", pack=tmp_path / "site.tar.gz")
+    out, src, pack = tmp_path / "site", tmp_path / "src", tmp_path / "site.tar.gz"
+    return site.build(run, out, src=src, pack=pack, chinese=chinese)
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    return build(tmp_path_factory.mktemp("site"))
+    return build(tmp_path_factory.mktemp("site"), chinese=True)
 
 
 def test_a_run_becomes_a_site_with_every_lesson_in_its_index(built):
@@ -93,6 +94,16 @@ def test_a_run_becomes_a_site_with_every_lesson_in_its_index(built):
     assert "Not in this run" in (built / "notebooks" / "01_remote_tasks.html").read_text()
     with tarfile.open(built.parent / "site.tar.gz") as tar:
         assert "site/index.html" in tar.getnames()
+
+
+def test_the_chinese_edition_swaps_the_markdown_and_links_back(built):
+    page = (built / "zh" / "notebooks" / f"{LESSON}.html").read_text()
+    assert "欢迎与准备" in page and "学完本课你将能够" in page
+    assert "SIZE=smoke" in page and "ok" in page  # the same outputs, nothing re-executed
+    assert f'href="../../notebooks/{LESSON}.html"' in page  # to the English page
+    english = (built / "notebooks" / f"{LESSON}.html").read_text()
+    assert f'href="../zh/notebooks/{LESSON}.html"' in english
+    assert "尚未翻译" in (built / "zh" / "index.html").read_text()  # 04 onwards, for now
 
 
 def test_answers_are_collapsed_unless_asked_for(built):

@@ -89,6 +89,9 @@ def notebooks_to_run(names: list[str]) -> list[Path]:
 def cmd_run(args: argparse.Namespace) -> int:
     import papermill as pm
 
+    from labkit.tools import zh
+
+    lang = zh.language(args.lang)
     parameters = parse_parameters(args.param or [])
     notebooks = notebooks_to_run(args.notebooks)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -101,8 +104,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         start = time.monotonic()
         outcome = {"notebook": nb.stem, "status": "ok", "error": ""}
         try:
+            source = nb
+            if lang == "zh":  # the Chinese markdown swapped in (zh/), the code the same
+                import nbformat
+
+                source = run_dir / ".zh-source" / nb.name
+                source.parent.mkdir(exist_ok=True)
+                nbformat.write(zh.translate(nbformat.read(nb, as_version=4), nb), source)
             pm.execute_notebook(
-                str(nb),
+                str(source),
                 str(run_dir / nb.name),
                 parameters=parameters,
                 cwd=str(nb.parent),
@@ -358,18 +368,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_exercises(args: argparse.Namespace) -> int:
-    from labkit.tools import exercises, nbrun
+    from labkit.tools import exercises, nbrun, zh
 
+    lang = zh.language(args.lang)
     out = Path(args.out) if args.out else None
-    copies = exercises.write_learner_copies(out)
+    copies = exercises.write_learner_copies(out, lang)
     print(f"labkit exercises: {len(copies)} learner copies in {copies[0].parent}")
     if args.check:
         import nbformat
 
         bad = 0
         for path in copies:
-            lesson = nbformat.read(params.repo_root() / "notebooks" / path.name, as_version=4)
-            problems = exercises.copy_problems(lesson, nbformat.read(path, as_version=4))
+            source = params.repo_root() / "notebooks" / path.name
+            lesson = nbformat.read(source, as_version=4)
+            if lang == "zh":
+                lesson = zh.translate(lesson, source)
+            problems = exercises.copy_problems(lesson, nbformat.read(path, as_version=4), lang)
             bad += bool(problems)
             said = "WRONG: " + "; ".join(problems) if problems else "ok"
             print(f"labkit exercises: {path.name} {said}")
@@ -474,6 +488,37 @@ def cmd_site(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_zh(args: argparse.Namespace) -> int:
+    """The Chinese edition's upkeep: what is stale, and recording a translation as current."""
+    from labkit.tools import zh
+
+    paths = zh.notebooks(args.notebooks if args.action == "stale" else args.notebooks[:1])
+    if args.action == "stale":
+        found = [s for path in paths for s in zh.stale(path)]
+        for item in found:
+            print(item)
+        done = sum(not any(s.notebook == p.name for s in found) for p in paths)
+        print(
+            f"labkit zh: {len(found)} cells stale or missing; {done}/{len(paths)} notebooks current"
+        )
+        print(f"labkit zh: the drift test holds {', '.join(zh.COMPLETE)} complete")
+        return 0
+    if len(paths) != 1:
+        raise SystemExit("labkit zh: name one notebook (03, lab_tasks)")
+    path, cells = paths[0], args.notebooks[1:] or None
+    if args.action == "sign":
+        print(f"labkit zh: {path.name}: signed {', '.join(zh.sign(path, cells)) or 'nothing'}")
+    elif args.action == "mark":
+        if not cells:
+            raise SystemExit("labkit zh mark: name the cells to mark stale")
+        zh.mark(path, cells)
+        print(f"labkit zh: {path.name}: marked stale {', '.join(cells)}")
+    else:  # add
+        added = zh.scaffold(path)
+        print(f"labkit zh: {path.name}: {len(added)} blocks added (English, marked stale)")
+    return 0
+
+
 def cmd_blog_table(args: argparse.Namespace) -> int:
     """Check (or rewrite) lesson 12's summary table against the entries its cells open."""
     from labkit import blog
@@ -510,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", help="output folder (default runs/<timestamp>)")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name")
+    p.add_argument("--lang", choices=["en", "zh"], help="language (default LABKIT_LANG, else en)")
     p.add_argument("--cell-timeout", type=int, default=1800, help="seconds per cell")
     p.add_argument("-v", "--verbose", action="store_true", help="stream cell output")
     p.set_defaults(func=cmd_run)
@@ -565,6 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
         "exercises", help="write learner copies to exercises/ (answers stubbed, checks kept)"
     )
     p.add_argument("--out", help="output folder (default exercises/)")
+    p.add_argument("--lang", choices=["en", "zh"], help="language (default LABKIT_LANG, else en)")
     p.add_argument(
         "--run",
         nargs="*",
@@ -620,6 +667,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pack", help="also pack the site as this .tar.gz")
     p.add_argument("--answers", action="store_true", help="show answers open (for instructors)")
     p.set_defaults(func=cmd_site)
+
+    p = sub.add_parser("zh", help="the Chinese edition: stale cells, sign, mark, add")
+    p.add_argument(
+        "action",
+        choices=["stale", "sign", "mark", "add"],
+        help="stale: list cells without current Chinese; sign NN [CELL...]: the Chinese now "
+        "translates today's English; mark NN CELL...: stale on purpose; add NN: blocks for "
+        "new cells (English, marked stale)",
+    )
+    p.add_argument("notebooks", nargs="*", help="NN or lab_x, then cell ids (sign, mark)")
+    p.set_defaults(func=cmd_zh)
 
     p = sub.add_parser("lab", help="open JupyterLab (127.0.0.1, token auth) on the learner copies")
     p.add_argument("--port", type=int, default=8888)

@@ -14,9 +14,9 @@ import builtins
 from pathlib import Path
 
 from labkit import params
+from labkit.tools import zh
 
 ANSWER, CHECK = "answer", "check"
-STUB_HEADER = "# YOUR CODE HERE"
 
 
 def tags(cell) -> list[str]:
@@ -82,19 +82,30 @@ def needed_names(answer: str, check: str) -> list[str]:
     return needed
 
 
-def stub(names: list[str]) -> str:
+def stub(names: list[str], lang: str = "en") -> str:
     """The learner's answer cell: a prompt, and every needed name left unset."""
-    lines = [f"{STUB_HEADER}: set {', '.join(names)} (see the exercise above)"]
+    lines = [zh.message("stub", lang, names=", ".join(names))]
     lines += [f"{name} = None" for name in names]
     return "\n".join(lines)
 
 
-def missing_guard(names: list[str]) -> str:
+def missing_guard(names: list[str], lang: str = "en") -> str:
     """Lines that start a learner's check cell: say which answer is still missing."""
     return "\n".join(
-        f'assert {name} is not None, "{name} is not set yet: write your answer in the cell above"'
-        for name in names
+        f"assert {name} is not None, {zh.message('not_set', lang, name=name)!r}" for name in names
     )
+
+
+def not_set(evalue: str, name: str | None = None) -> bool:
+    """Whether a check's error is the guard's "not set yet" (in either language), for ``name``
+    or for any name."""
+    for lang in zh.LANGS:
+        template = zh.MESSAGES[lang]["not_set"]
+        if name and template.format(name=name) in evalue:
+            return True
+        if not name and template.split("{name}", 1)[1] in evalue:
+            return True
+    return False
 
 
 def exercise_pairs(nb) -> list[tuple[int, int]]:
@@ -110,26 +121,26 @@ def exercise_pairs(nb) -> list[tuple[int, int]]:
     return pairs
 
 
-def learner_sources(answer: str, check: str) -> tuple[list[str], str, str]:
+def learner_sources(answer: str, check: str, lang: str = "en") -> tuple[list[str], str, str]:
     """The names an exercise needs, and its learner's answer and check cells' sources."""
     names = needed_names(answer, check)
-    return names, stub(names), missing_guard(names) + "\n" + check
+    return names, stub(names, lang), missing_guard(names, lang) + "\n" + check
 
 
-def learner_copy(nb):
+def learner_copy(nb, lang: str = "en"):
     """A copy of ``nb`` with each answer stubbed and each check guarded; all else kept."""
     import copy
 
     out = copy.deepcopy(nb)
     for a, c in exercise_pairs(out):
         answer, check = out.cells[a], out.cells[c]
-        _, answer.source, check.source = learner_sources(answer.source, check.source)
+        _, answer.source, check.source = learner_sources(answer.source, check.source, lang)
         answer.metadata.pop("jupyter", None)  # open, not collapsed
         answer.outputs, answer.execution_count = [], None
     return out
 
 
-def copy_problems(nb, copy) -> list[str]:
+def copy_problems(nb, copy, lang: str = "en") -> list[str]:
     """What is wrong with ``copy`` as the learner copy of ``nb`` (nothing, when it is right):
     each answer a stub that compiles, each check guarded and otherwise kept, every other cell
     unchanged. What ``make test-exercises`` checks of the copies it writes; ``make test`` runs
@@ -140,31 +151,37 @@ def copy_problems(nb, copy) -> list[str]:
     answers = {a for a, _ in exercise_pairs(nb)}
     for i, (orig, new) in enumerate(zip(nb.cells, copy.cells)):
         if i in answers:
-            if not (new.source.startswith(STUB_HEADER) and "= None" in new.source):
+            header = zh.MESSAGES[lang]["stub_header"]
+            if not (new.source.startswith(header) and "= None" in new.source):
                 problems.append(f"cell {i}: the answer is not stubbed")
             try:
                 compile(new.source, f"stub {i}", "exec")
             except SyntaxError as exc:
                 problems.append(f"cell {i}: the stub does not compile: {exc}")
         elif i - 1 in answers:
-            if not (new.source.endswith(orig.source) and "is not set yet" in new.source):
+            if not (new.source.endswith(orig.source) and not_set(new.source)):
                 problems.append(f"cell {i}: the check is not the lesson's, guarded")
         elif new.source != orig.source or new.cell_type != orig.cell_type:
             problems.append(f"cell {i}: differs from the lesson's")
     return problems
 
 
-def write_learner_copies(out_dir: str | Path | None = None) -> list[Path]:
-    """Write a learner copy of every notebook in ``notebooks/`` to ``out_dir`` (``exercises/``)."""
+def write_learner_copies(out_dir: str | Path | None = None, lang: str | None = None) -> list[Path]:
+    """Write a learner copy of every notebook in ``notebooks/`` to ``out_dir`` (``exercises/``),
+    in ``lang`` (default ``LABKIT_LANG``, else English): Chinese copies take their markdown from
+    ``zh/`` (:mod:`labkit.tools.zh`) and say "not set yet" in Chinese."""
     import nbformat
 
+    lang = zh.language(lang)
     root = params.repo_root()
     out = Path(out_dir) if out_dir else root / "exercises"
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        nb = learner_copy(nbformat.read(path, as_version=4))
+        nb = nbformat.read(path, as_version=4)
+        if lang == "zh":
+            nb = zh.translate(nb, path)
         target = out / path.name
-        nbformat.write(nb, target)
+        nbformat.write(learner_copy(nb, lang), target)
         written.append(target)
     return written

@@ -69,7 +69,9 @@ def _cell_head(source: str, lines: int = 6) -> str:
     return "\n".join("    " + line for line in body[:lines]) + more
 
 
-def probe_exercise(runner, nb, answer: str, check: str) -> tuple[list[str], bool, str]:
+def probe_exercise(
+    runner, nb, answer: str, check: str, lang: str = "en"
+) -> tuple[list[str], bool, str]:
     """In a kernel that has run the lesson: run an exercise's learner cells (the stub, then the
     guarded check) and expect the check to stop at once, naming the first missing answer; then
     run the lesson's own check, unguarded, on the stub's values: it must fail too (a check that
@@ -79,9 +81,9 @@ def probe_exercise(runner, nb, answer: str, check: str) -> tuple[list[str], bool
     import nbclient
     import nbformat
 
-    from labkit.tools import exercises
+    from labkit.tools import exercises, zh
 
-    names, stub, guarded = exercises.learner_sources(answer, check)
+    names, stub, guarded = exercises.learner_sources(answer, check, lang)
     keep = f"_labkit_probe_saved = {{n: globals()[n] for n in {names!r} if n in globals()}}"
     restore = "globals().update(_labkit_probe_saved)\ndel _labkit_probe_saved"
     cells = [nbformat.v4.new_code_cell(s) for s in (keep, stub, guarded, check, restore)]
@@ -96,7 +98,8 @@ def probe_exercise(runner, nb, answer: str, check: str) -> tuple[list[str], bool
             runner.execute_cell(nb.cells[first + 2], first + 2)
         except nbclient.exceptions.CellExecutionError as exc:
             said = [error_line(exc)]
-            ok = exc.ename == "AssertionError" and f"{names[0]} is not set yet" in exc.evalue
+            expected = zh.message("not_set", lang, name=names[0])
+            ok = exc.ename == "AssertionError" and expected in exc.evalue
         try:
             runner.execute_cell(nb.cells[first + 3], first + 3)
             said.append("the unguarded check PASSED with the answer unset: it tests nothing")
@@ -129,6 +132,7 @@ def run_lesson(
     import nbformat
 
     from labkit.tools import exercises as ex
+    from labkit.tools import zh
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
@@ -150,9 +154,12 @@ def run_lesson(
             for i in code[:-1] * (2 if twice else 1):
                 current = i
                 runner.execute_cell(nb.cells[i], i)
+            # The Chinese learner copies' cells too, for the lessons the Chinese edition holds.
+            langs = ["en", "zh"] if path.stem[:2] in zh.COMPLETE else ["en"]
             for n, (answer, check) in enumerate(sources, 1):
                 current = -n
-                probes.append(probe_exercise(runner, nb, answer, check))
+                for lang in langs:
+                    probes.append(probe_exercise(runner, nb, answer, check, lang))
         except stops as exc:
             failed = (current, exc)
         finally:
@@ -216,7 +223,7 @@ def stops_at_first_check(path: str | Path, timeout: int = 600) -> tuple[bool, st
     """Run a learner copy: it must stop at its first ``check`` cell, saying what is missing."""
     import nbformat
 
-    from labkit.tools.exercises import CHECK, tags
+    from labkit.tools.exercises import CHECK, not_set, tags
 
     nb = nbformat.read(path, as_version=4)
     first_check = next(i for i, c in enumerate(nb.cells) if CHECK in tags(c))
@@ -224,7 +231,7 @@ def stops_at_first_check(path: str | Path, timeout: int = 600) -> tuple[bool, st
     if index is None:
         return False, "ran to the end: an answer was not stubbed"
     where = f"cell {index} ({'the first check' if index == first_check else 'not the first check'})"
-    ok = index == first_check and ename == "AssertionError" and "is not set yet" in evalue
+    ok = index == first_check and ename == "AssertionError" and not_set(evalue)
     return ok, f"{where}: {ename}: {evalue}"
 
 

@@ -38,6 +38,8 @@ READING_HOSTS = ("docs.ray.io", "pytorch.org", "docs.pytorch.org")
 TRACEBACK = "Traceback (most recent call last)"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 BUILD_DIR = "runs/site-src"
+#: Pages copied as they are, beside the README (its links reach them).
+EXTRA_PAGES = ("README.zh", "TERMINOLOGY")
 OUT_DIR = "runs/site"
 
 
@@ -122,34 +124,79 @@ def run_facts(page: Page, nb: dict) -> dict:
     return facts
 
 
-def banner(facts: dict, title: str = "The run on this page") -> str:
+def banner(facts: dict, title: str = "", lang: str = "en") -> str:
     """The note at the top of each page: the run it shows."""
     if not facts:
+        if lang == "zh":
+            return (
+                "```{admonition} 不在本次运行中\n:class: warning\n"
+                "这一页是课的原文，没有输出：构建网站的那次运行没有执行它。"
+                "自己运行它，就能看到它的图表。\n```"
+            )
         return (
             "```{admonition} Not in this run\n:class: warning\n"
             "This page is the lesson as written, without outputs: the run the site was built "
             "from did not execute it. Run it yourself to see its figures.\n```"
         )
     m = facts.get("machine") or {}
+    when = str(facts.get("time") or "?")[:16].replace("T", " ")
+    size, device = f"`SIZE={facts.get('size') or '?'}`", f"`DEVICE={facts.get('device') or '?'}`"
+    versions = (
+        f"Python {m.get('python', '?')}, Ray {m.get('ray', '?')}, torch {m.get('torch', '?')}"
+    )
+    if lang == "zh":
+        gpu = f"{m.get('gpu_count', 1)} 块 {m['gpu']}" if m.get("gpu") else "无 GPU"
+        machine = f"{m.get('cpus', '?')} 个 CPU、{m.get('memory_gb', '?')} GiB、{gpu}"
+        took = f"，用时 {facts['seconds']:.0f} 秒" if facts.get("seconds") else ""
+        return (
+            f"```{{admonition}} {title or '本页展示的运行'}\n:class: note\n"
+            f"{size}、{device}，运行在 {machine} 上；{versions.replace(', ', '、')}。"
+            f"执行于 {when} UTC{took}。下面的数字和结论来自那次运行；你的会有所不同。\n```"
+        )
     gpu = f", {m.get('gpu_count', 1)}x {m['gpu']}" if m.get("gpu") else ", no GPU"
     machine = f"{m.get('cpus', '?')} CPUs, {m.get('memory_gb', '?')} GiB{gpu}" if m else "?"
-    when = str(facts.get("time") or "?")[:16].replace("T", " ")
     took = f" in {facts['seconds']:.0f} s" if facts.get("seconds") else ""
     return (
-        f"```{{admonition}} {title}\n:class: note\n"
-        f"`SIZE={facts.get('size') or '?'}`, `DEVICE={facts.get('device') or '?'}` on "
-        f"{machine}; Python {m.get('python', '?')}, Ray {m.get('ray', '?')}, "
-        f"torch {m.get('torch', '?')}. Executed {when} UTC{took}. The figures and verdicts "
-        "below are that run's; yours will differ.\n```"
+        f"```{{admonition}} {title or 'The run on this page'}\n:class: note\n"
+        f"{size}, {device} on {machine}; {versions}. Executed {when} UTC{took}. The figures "
+        "and verdicts below are that run's; yours will differ.\n```"
     )
+
+
+def has_zh() -> bool:
+    """Whether the repository has a Chinese edition to build (``zh/``)."""
+    return (repo_root() / "zh").is_dir()
+
+
+def switch(doc: str, lang: str) -> str:
+    """A link to the same page in the other edition (the Chinese one lives in ``zh/``)."""
+    up = "../" * doc.count("/")
+    if lang == "zh":
+        return f'<p class="labkit-lang"><a href="{up}../{doc}.html">English</a></p>'
+    return f'<p class="labkit-lang"><a href="{up}zh/{doc}.html">中文版</a></p>'
 
 
 # ---- the source tree ------------------------------------------------------------------------
 
 
-def prepare_notebook(nb: dict, facts: dict, *, answers: bool) -> dict:
-    """The page's copy: the run's banner under the title, widget state out, answers collapsed."""
+def prepare_notebook(
+    nb: dict,
+    facts: dict,
+    *,
+    answers: bool,
+    lang: str = "en",
+    doc: str = "",
+    source: Path | None = None,
+) -> dict:
+    """The page's copy: the run's banner under the title, widget state out, answers collapsed;
+    in the Chinese edition, the markdown from ``zh/`` (by cell id; nothing re-executed)."""
+    from labkit.tools import zh
+
     nb = copy.deepcopy(nb)
+    untranslated = False
+    if lang == "zh" and source is not None:
+        untranslated = not zh.path_for(source).exists()
+        zh.translate(nb, source)
     nb.get("metadata", {}).pop("widgets", None)
     for cell in nb["cells"]:
         tags = cell.setdefault("metadata", {}).setdefault("tags", [])
@@ -179,7 +226,12 @@ def prepare_notebook(nb: dict, facts: dict, *, answers: bool) -> dict:
             image = cell["metadata"].setdefault("mystnb", {}).setdefault("image", {})
             image["alt"] = "; ".join(dict.fromkeys(alts))
     at = next((i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"), None)
-    note = {"cell_type": "markdown", "metadata": {}, "source": banner(facts)}
+    text = banner(facts, lang=lang)
+    if untranslated:
+        text += "\n\n这一课还没有翻译成中文（`labkit zh stale` 列出待翻译的单元格）。"
+    if doc and has_zh():
+        text = switch(doc, lang) + "\n\n" + text
+    note = {"cell_type": "markdown", "metadata": {}, "source": text}
     if at is None:
         nb["cells"].insert(0, note)
     else:  # right under the title: the title cell split after its heading
@@ -213,6 +265,61 @@ def _learner_time(nb_path: Path) -> str:
     return ""
 
 
+def index_page_zh(pages: list[Page], missing: list[str], results: list[str]) -> str:
+    """The Chinese edition's index: each lesson's Chinese title, its learner time, this run's
+    time; the committed results (in English)."""
+    from labkit.tools import zh
+
+    root = repo_root()
+    first = next((p for p in pages if p.run and p.folder == "notebooks"), None)
+    lines = [
+        "# Ray LabKit 中文版",
+        "",
+        switch("index", "zh"),
+        "",
+        "一套通过运行真实负载来教 **Ray 2.60** 的 Jupyter 笔记本。"
+        "下面每一页都是某次运行执行过的一课：每个数字和结论都是在那次运行中、在横幅所写的机器上测得的。想自己运行，请看"
+        "[准备工作](README.zh.md)；术语见[术语表](TERMINOLOGY.md)。",
+        "",
+    ]
+    if first:
+        facts = {k: v for k, v in first.run.items() if k != "seconds"}
+        lines += [banner(facts, "这些页面展示的运行", lang="zh"), ""]
+    lines += ["## 课程", "", "| # | 课 | 学习时间 | 本次运行 |", "|---|---|---|---|"]
+    for page in (p for p in pages if p.folder == "notebooks"):
+        source = root / "notebooks" / f"{page.name}.ipynb"
+        blocks = zh.read(zh.path_for(source))
+        first_cell = json.loads(source.read_text(encoding="utf-8"))["cells"][0]
+        title = _title(source)
+        if first_cell.get("id") in blocks:
+            title = blocks[first_cell["id"]].text.split("\n", 1)[0].lstrip("# ").strip()
+        else:
+            title += "（尚未翻译）"
+        learner = _learner_time(source).replace("about ", "约 ").replace(" min", " 分钟")
+        took = f"{page.run['seconds']:.0f} 秒" if page.run.get("seconds") else "不在本次运行中"
+        lines.append(f"| {page.name[:2]} | [{title}]({page.doc}.ipynb) | {learner} | {took} |")
+    lines += ["", "## 实验报告", "", "| 报告 | 本次运行 |", "|---|---|"]
+    for page in (p for p in pages if p.folder == "bench"):
+        took = f"{page.run['seconds']:.0f} 秒" if page.run.get("seconds") else "不在本次运行中"
+        lines.append(f"| [{page.name}]({page.doc}.ipynb) | {took} |")
+    lines += [
+        "",
+        "## 博文核对",
+        "",
+        "[账本](ledger.md)：两篇博文的每段代码和每个论断，在 Ray 2.60 上逐一核对。",
+    ]
+    if results:
+        lines += ["", "## 已提交的结果（英文）", ""]
+        lines += [f"* [{Path(r).parent.as_posix()}]({r})" for r in results]
+    for caption, docs in (
+        ("课程", [p.doc for p in pages if p.folder == "notebooks"]),
+        ("实验报告", [p.doc for p in pages if p.folder == "bench"]),
+        ("更多", ["ledger", "README.zh", "TERMINOLOGY", "README", *(r[:-3] for r in results)]),
+    ):
+        lines += ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *docs, "```"]
+    return "\n".join(lines) + "\n"
+
+
 def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str:
     """The index: the README's curriculum and lab report tables, each with this run's time."""
     root = repo_root()
@@ -222,6 +329,7 @@ def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str
     lines = [
         "# Ray LabKit",
         "",
+        *([switch("index", "en"), ""] if has_zh() else []),
         "A workbook of Jupyter notebooks that teaches **Ray 2.60** by running real workloads. "
         "Each page below is a lesson as one run executed it: every figure and verdict was "
         "measured in that run, on the machine its banner names. To run them yourself, see "
@@ -274,7 +382,7 @@ def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str
     for caption, docs in (
         ("Lessons", [p.doc for p in pages if p.folder == "notebooks"]),
         ("Lab reports", [p.doc for p in pages if p.folder == "bench"]),
-        ("More", ["ledger", "README", *(r.removesuffix(".md") for r in results)]),
+        ("More", ["ledger", "README", *EXTRA_PAGES, *(r.removesuffix(".md") for r in results)]),
     ):
         lines += ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *docs, "```"]
     return "\n".join(lines)
@@ -325,6 +433,7 @@ CONF = """\
 # Written by `labkit site`: the site's Sphinx configuration (offline: nothing fetched or loaded
 # from another host; MyST-NB renders the notebooks as the run left them).
 project = "Ray LabKit"
+language = "{language}"
 author = "Ray LabKit"
 copyright = "Ray LabKit contributors"
 extensions = ["myst_nb"]
@@ -352,8 +461,11 @@ suppress_warnings = ["myst.header", "mystnb.unknown_mime_type"]
 """
 
 
-def prepare(run: Path, src: Path, *, answers: bool = False) -> tuple[list[Page], list[str]]:
-    """Write the source tree; raise :class:`SiteError` on an error output in a page."""
+def prepare(
+    run: Path, src: Path, *, answers: bool = False, lang: str = "en"
+) -> tuple[list[Page], list[str]]:
+    """Write the source tree of one edition; raise :class:`SiteError` on an error output."""
+    root = repo_root()
     pages, missing = lessons_and_reports(run)
     if len(missing) == len(pages):
         raise SiteError(f"{run}: no executed lesson or lab report here (run `make test` first)")
@@ -366,17 +478,24 @@ def prepare(run: Path, src: Path, *, answers: bool = False) -> tuple[list[Page],
         page.run = {} if page.name in missing else run_facts(page, nb)
         out = src / page.folder / f"{page.name}.ipynb"
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(prepare_notebook(nb, page.run, answers=answers)), "utf-8")
+        source = root / page.folder / f"{page.name}.ipynb"
+        shown = prepare_notebook(
+            nb, page.run, answers=answers, lang=lang, doc=page.doc, source=source
+        )
+        out.write_text(json.dumps(shown), "utf-8")
     if problems:
         raise SiteError("an error shows outside a blog-error cell:\n  " + "\n  ".join(problems))
-    results = results_pages(src)
-    readme = (repo_root() / "README.md").read_text(encoding="utf-8")
-    (src / "README.md").write_text(readme, encoding="utf-8")
+    for name in ("README", *EXTRA_PAGES):
+        if (root / f"{name}.md").exists():
+            shutil.copy2(root / f"{name}.md", src / f"{name}.md")
     (src / "ledger.md").write_text(ledger_page(pages, missing), encoding="utf-8")
-    (src / "index.md").write_text(index_page(pages, missing, results), encoding="utf-8")
-    (src / "conf.py").write_text(CONF.format(), encoding="utf-8")
-    for extra in ("LICENSE",):  # what the README links to beside the lessons
-        shutil.copy2(repo_root() / extra, src / extra)
+    results = results_pages(src)
+    if lang == "zh":
+        index = index_page_zh(pages, missing, results)
+    else:
+        index = index_page(pages, missing, results)
+    (src / "index.md").write_text(index, encoding="utf-8")
+    (src / "conf.py").write_text(CONF.format(language={"zh": "zh_CN"}.get(lang, lang)), "utf-8")
     return pages, missing
 
 
@@ -443,16 +562,20 @@ def check_html(out: Path, lessons: list[str]) -> list[str]:
     for css in out.rglob("*.css"):
         for m in re.finditer(r"url\(\s*['\"]?((?:https?:)?//[^)'\"]+)", css.read_text("utf-8")):
             problems.append(f"{css.relative_to(out)}: loads from another host: {m.group(1)}")
+    problems += index_problems(out / "index.html", lessons)
+    return problems
+
+
+def index_problems(index: Path, lessons: list) -> list[str]:
+    """Each lesson the index's own text (not the theme's menus) does not link."""
     linked = set()
-    if (index := out / "index.html").exists():  # the index's own text, not the theme's menus
+    if index.exists():
         text = index.read_text(encoding="utf-8")
         body = _Refs()
         body.feed(text[text.find("<article") : text.rfind("</article>")])
         linked = {urlsplit(v).path for t, k, v in body.refs if t == "a"}
-    for doc in lessons:
-        if f"{doc}.html" not in linked:
-            problems.append(f"index.html: no link to {doc}")
-    return problems
+    docs = [getattr(d, "doc", d) for d in lessons]
+    return [f"index.html: no link to {d}" for d in docs if f"{d}.html" not in linked]
 
 
 def outside_paths(path: Path, root: Path | None = None) -> list[str]:
@@ -478,9 +601,12 @@ def build(
     answers: bool = False,
     pack: Path | None = None,
     src: Path | None = None,
+    chinese: bool | None = None,
 ) -> Path:
     """Build the site from ``run``'s executed notebooks into ``out``; raise :class:`SiteError`
-    naming every problem. ``pack`` also writes the site as a ``.tar.gz``."""
+    naming every problem. ``pack`` also writes the site as a ``.tar.gz``. With a ``zh/`` in
+    the repository (or ``chinese=True``) the Chinese edition goes to ``out/zh/``, from the
+    same executed notebooks with the Chinese markdown swapped in."""
     root = repo_root()
     out = out or root / OUT_DIR
     src = src or root / BUILD_DIR
@@ -491,17 +617,26 @@ def build(
         raise SiteError("a path outside the repository:\n  " + "\n  ".join(problems))
     if out.exists() and any(out.iterdir()) and not (out / ".buildinfo").exists():
         raise SiteError(f"{out} holds something other than a built site: not overwriting it")
-    pages, missing = prepare(run, src, answers=answers)
+    editions = [("en", src, out)]
+    chinese = has_zh() if chinese is None else chinese
+    if chinese:
+        editions.append(("zh", src.with_name(src.name + "-zh"), out / "zh"))
     if out.exists():
         shutil.rmtree(out)
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going"]
-    done = subprocess.run(
-        [*cmd, "-d", str(src / "_doctrees"), str(src), str(out)], text=True, capture_output=True
-    )
-    if done.returncode != 0:
-        raise SiteError("Sphinx reported:\n" + (done.stderr or done.stdout).strip())
-    shutil.rmtree(out.parent / "jupyter_execute", ignore_errors=True)  # MyST-NB's leftovers
+    for lang, tree, html_out in editions:
+        pages, missing = prepare(run, tree, answers=answers, lang=lang)
+        cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going"]
+        done = subprocess.run(
+            [*cmd, "-d", str(tree / "_doctrees"), str(tree), str(html_out)],
+            text=True,
+            capture_output=True,
+        )
+        if done.returncode != 0:
+            raise SiteError(f"Sphinx reported ({lang}):\n" + (done.stderr or done.stdout).strip())
+        shutil.rmtree(out.parent / "jupyter_execute", ignore_errors=True)  # MyST-NB's leftovers
     problems = check_html(out, [p.doc for p in pages])
+    if chinese:
+        problems += [f"zh/{p}" for p in index_problems(out / "zh" / "index.html", pages)]
     if problems:
         raise SiteError("the built pages:\n  " + "\n  ".join(problems))
     about = {"run": str(run), "answers": answers, "executed": [p.doc for p in pages if p.run],

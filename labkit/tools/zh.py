@@ -1,0 +1,253 @@
+"""中文版: the workbook in Chinese, kept apart from the notebooks and in step with them.
+
+Each notebook's Chinese lives in ``zh/<folder>/<stem>.md``, one block per markdown cell::
+
+    <!-- cell 5170cc7a en 9f0c1a.77d2e4.000000 -->
+    # 00 · 欢迎与准备
+    ...
+
+The block is keyed by the cell's id (``make strip`` keeps ids) and carries the fingerprint of the
+English it translates: a short hash of each English line. When the English changes, the
+fingerprint no longer matches, and the cell is *stale*, named with its first changed line. A
+change that cannot update the Chinese in the same commit marks the block ``stale`` explicitly
+(``labkit zh mark NN CELL``): the drift test lets it pass and ``labkit zh stale`` lists it.
+After updating the Chinese, ``labkit zh sign NN CELL`` records the English it now translates.
+
+Only markdown is swapped; code, outputs, API names and numbers stay as they are, and so do the
+posts' quotes (「...」), which the Chinese copy must carry verbatim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from labkit.params import repo_root
+
+LANGS = ("en", "zh")
+#: The lessons whose Chinese the drift test holds complete: the edition grows by steps
+#: (issue 26: 00-03, then 04-07, then 08-12 and the lab reports).
+COMPLETE = ("00", "01", "02", "03")
+MARKER = re.compile(r"^<!-- cell (\S+) en (\S*)( stale)? -->$")
+
+#: What a learner copy says in each language (the stub's prompt, the check's guard).
+MESSAGES = {
+    "en": {
+        "stub_header": "# YOUR CODE HERE",
+        "stub": "# YOUR CODE HERE: set {names} (see the exercise above)",
+        "not_set": "{name} is not set yet: write your answer in the cell above",
+    },
+    "zh": {
+        "stub_header": "# 在这里写你的代码",
+        "stub": "# 在这里写你的代码：设置 {names}（见上面的练习）",
+        "not_set": "{name} 还没有设置：请在上面的单元格里写出你的答案",
+    },
+}
+
+
+def language(value: str | None = None) -> str:
+    """The language asked for: ``value``, else ``LABKIT_LANG``, else English. Never the
+    system's ``LANG``: a Chinese desktop does not switch the workbook by itself."""
+    lang = (value or os.environ.get("LABKIT_LANG") or "en").strip().lower()
+    if lang not in LANGS:
+        raise ValueError(f"LABKIT_LANG={lang!r} is not valid; choose one of: {', '.join(LANGS)}.")
+    return lang
+
+
+def message(key: str, lang: str = "en", **fields: str) -> str:
+    return MESSAGES[lang][key].format(**fields)
+
+
+# ---- fingerprints ---------------------------------------------------------------------------
+
+
+def line_hashes(text: str) -> list[str]:
+    """A 6-hex hash of each line (trailing spaces ignored)."""
+    return [hashlib.sha1(ln.rstrip().encode()).hexdigest()[:6] for ln in text.split("\n")]
+
+
+def fingerprint(text: str) -> str:
+    return ".".join(line_hashes(text))
+
+
+def first_change(recorded: str, text: str) -> tuple[int, str] | None:
+    """``(line number, the English line now)`` of the first line that differs from what the
+    fingerprint recorded, or None when nothing changed."""
+    old, lines = recorded.split("."), text.split("\n")
+    for i, (a, b) in enumerate(zip(old, line_hashes(text))):
+        if a != b:
+            return i + 1, lines[i]
+    if len(old) != len(lines):
+        n = min(len(old), len(lines))
+        return n + 1, lines[n] if n < len(lines) else "(lines removed at the end)"
+    return None
+
+
+# ---- the translation files ------------------------------------------------------------------
+
+
+@dataclass
+class Block:
+    """One markdown cell in Chinese."""
+
+    cell: str
+    english: str  # the fingerprint of the English it translates
+    text: str
+    stale: bool = False
+
+
+def path_for(notebook: Path) -> Path:
+    """``notebooks/03_x.ipynb`` -> ``zh/notebooks/03_x.md``."""
+    return repo_root() / "zh" / notebook.parent.name / f"{notebook.stem}.md"
+
+
+def read(path: Path) -> dict[str, Block]:
+    """The blocks of one translation file, by cell id."""
+    blocks: dict[str, Block] = {}
+    if not path.exists():
+        return blocks
+    current: Block | None = None
+    body: list[str] = []
+    for line in path.read_text(encoding="utf-8").split("\n") + ["<!-- cell END en  -->"]:
+        if m := MARKER.match(line):
+            if current is not None:
+                current.text = "\n".join(body).strip("\n")
+                if current.cell in blocks:
+                    raise ValueError(f"{path.name}: cell {current.cell} translated twice")
+                blocks[current.cell] = current
+            current, body = Block(m.group(1), m.group(2), "", bool(m.group(3))), []
+        elif current is not None:
+            body.append(line)
+    return blocks
+
+
+def write(path: Path, blocks: list[Block], title: str) -> None:
+    out = [f"<!-- {title}: the Chinese of each markdown cell, by cell id (labkit/tools/zh.py) -->"]
+    for b in blocks:
+        out += ["", f"<!-- cell {b.cell} en {b.english}{' stale' * b.stale} -->", b.text]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+def _cells(notebook: Path) -> list[dict]:
+    return json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+
+
+def _source(cell: dict) -> str:
+    src = cell["source"]
+    return "".join(src) if isinstance(src, list) else src
+
+
+# ---- what is missing or stale -----------------------------------------------------------------
+
+
+@dataclass
+class Stale:
+    notebook: str
+    cell: str
+    why: str  # "no Chinese", "marked stale", "the English changed at line N: ..."
+
+    def __str__(self) -> str:
+        return f"{self.notebook}, cell {self.cell}: {self.why}"
+
+
+def stale(notebook: Path) -> list[Stale]:
+    """Each markdown cell of ``notebook`` whose Chinese is missing, out of date or marked
+    stale, and each block whose cell is gone."""
+    blocks = read(path_for(notebook))
+    found = []
+    ids = set()
+    for cell in _cells(notebook):
+        if cell["cell_type"] != "markdown":
+            continue
+        ids.add(cell["id"])
+        block = blocks.get(cell["id"])
+        if block is None:
+            found.append(Stale(notebook.name, cell["id"], "no Chinese"))
+        elif block.stale:
+            found.append(Stale(notebook.name, cell["id"], "marked stale"))
+        elif change := first_change(block.english, _source(cell)):
+            line, text = change
+            why = f"the English changed at line {line}: {text[:80]!r}"
+            found.append(Stale(notebook.name, cell["id"], why))
+    for cell in sorted(set(blocks) - ids):
+        found.append(Stale(notebook.name, cell, "no such markdown cell (remove the block)"))
+    return found
+
+
+def notebooks(numbers: list[str] | None = None) -> list[Path]:
+    """The lessons (``NN``) and lab reports (``lab_x``) named, or all of them."""
+    root = repo_root()
+    every = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    every += sorted((root / "bench").glob("lab_*.ipynb"))
+    if not numbers:
+        return every
+    picked = [p for p in every if any(p.stem.startswith(n) for n in numbers)]
+    if not picked:
+        raise SystemExit(f"labkit zh: no notebook matches {' '.join(numbers)}")
+    return picked
+
+
+def sign(notebook: Path, cells: list[str] | None = None) -> list[str]:
+    """Record that the Chinese of ``cells`` (default: every block) translates today's English;
+    returns the cells signed."""
+    path = path_for(notebook)
+    blocks = read(path)
+    english = {c["id"]: _source(c) for c in _cells(notebook) if c["cell_type"] == "markdown"}
+    signed = []
+    for cell, block in blocks.items():
+        if (cells is None or cell in cells) and cell in english:
+            block.english, block.stale = fingerprint(english[cell]), False
+            signed.append(cell)
+    _rewrite(notebook, blocks)
+    return signed
+
+
+def mark(notebook: Path, cells: list[str]) -> None:
+    """Mark blocks stale on purpose: the English changed and the Chinese follows later."""
+    blocks = read(path_for(notebook))
+    for cell in cells:
+        if cell not in blocks:
+            raise SystemExit(f"labkit zh: {notebook.name} has no Chinese for cell {cell}")
+        blocks[cell].stale = True
+    _rewrite(notebook, blocks)
+
+
+def _rewrite(notebook: Path, blocks: dict[str, Block]) -> None:
+    """Write the blocks back in the notebook's cell order."""
+    order = [c["id"] for c in _cells(notebook)]
+    ranked = sorted(blocks.values(), key=lambda b: order.index(b.cell) if b.cell in order else 1e9)
+    write(path_for(notebook), ranked, notebook.stem)
+
+
+# ---- the Chinese copy -----------------------------------------------------------------------
+
+
+def translate(nb, notebook: Path):
+    """``nb`` (a notebook read from ``notebook``, or its executed copy: an nbformat node or
+    plain JSON) with its markdown in Chinese where a translation exists; code and outputs
+    untouched. Returns the same object."""
+    blocks = read(path_for(notebook))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown" and cell.get("id") in blocks:
+            cell["source"] = blocks[cell["id"]].text
+    nb.setdefault("metadata", {}).setdefault("labkit", {})["lang"] = "zh"
+    return nb
+
+
+def scaffold(notebook: Path) -> list[str]:
+    """Add a block for each markdown cell without one, holding the English and marked stale
+    (a translator's starting point; the drift test and ``labkit zh stale`` still list it)."""
+    blocks = read(path_for(notebook))
+    added = []
+    for cell in _cells(notebook):
+        if cell["cell_type"] == "markdown" and cell["id"] not in blocks:
+            text = _source(cell)
+            blocks[cell["id"]] = Block(cell["id"], fingerprint(text), text, stale=True)
+            added.append(cell["id"])
+    _rewrite(notebook, blocks)
+    return added

@@ -1,0 +1,195 @@
+"""中文版: the Chinese kept in step with the English (the drift test), and read as a reader of the
+posts would: the glossary's spellings, Chinese punctuation, the posts' quotes verbatim."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from labkit.params import repo_root
+from labkit.tools import exercises, zh
+
+ROOT = repo_root()
+COMPLETE = [p for p in zh.notebooks() if p.stem[:2] in zh.COMPLETE]
+CJK = r"\u3400-\u9fff"
+
+
+def glossary() -> tuple[list[dict], list[dict]]:
+    """TERMINOLOGY.md's two tables: (terms given with their English on first use, the rest)."""
+    tables: list[list[dict]] = []
+    for line in (ROOT / "TERMINOLOGY.md").read_text().splitlines():
+        if line.startswith("| English"):
+            tables.append([])
+        elif line.startswith("|") and not line.startswith("|---") and tables:
+            en, cn, rejected, _note = (c.strip() for c in line.strip("|").split("|"))
+            bad = [r.strip() for r in rejected.split(",") if r.strip()]
+            tables[-1].append({"en": en, "zh": cn, "rejected": bad})
+    return tables[0], tables[1]
+
+
+def chinese_cells(path: Path) -> list[tuple[str, str, str]]:
+    """(cell id, English, Chinese) of each markdown cell, in order."""
+    blocks = zh.read(zh.path_for(path))
+    cells = json.loads(path.read_text())["cells"]
+    return [
+        (c["id"], "".join(c["source"]), blocks[c["id"]].text)
+        for c in cells
+        if c["cell_type"] == "markdown" and c["id"] in blocks
+    ]
+
+
+def prose(text: str) -> str:
+    """What a reader reads as sentences: headings (a title carries no gloss), code, quotes,
+    links' targets and HTML taken out."""
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"(?m)^#+ .*$", " ", text)
+    text = re.sub(r"`[^`]*`", " ", text)
+    text = re.sub(r"「[^」]*」", " ", text)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    return re.sub(r"<[^>]+>", " ", text)
+
+
+# ---- kept in step -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", COMPLETE, ids=lambda p: p.stem)
+def test_every_markdown_cell_has_current_chinese(path):
+    """The drift test: a cell with no Chinese, or whose English changed after its Chinese was
+    written, fails here naming the notebook, the cell and the first changed line. A cell
+    marked stale on purpose (``labkit zh mark``) passes, and ``labkit zh stale`` lists it."""
+    silent = [s for s in zh.stale(path) if s.why != "marked stale"]
+    assert not silent, "\n".join(map(str, silent)) + "\n(update zh/, then `labkit zh sign`)"
+
+
+def test_a_planted_english_edit_is_caught_and_a_signed_update_clears_it(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    for sub in ("notebooks", "zh/notebooks"):
+        (root / sub).mkdir(parents=True)
+    src = ROOT / "notebooks" / "00_welcome_and_setup.ipynb"
+    shutil.copy(src, root / "notebooks" / src.name)
+    shutil.copy(zh.path_for(src), root / "zh" / "notebooks" / f"{src.stem}.md")
+    monkeypatch.setattr(zh, "repo_root", lambda: root)
+    path = root / "notebooks" / src.name
+    assert zh.stale(path) == []
+    nb = json.loads(path.read_text())
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+    lines = "".join(cell["source"]).split("\n")
+    lines[2] = lines[2].replace("say what the parts of Ray are", "name Ray's parts")
+    cell["source"] = "\n".join(lines)
+    path.write_text(json.dumps(nb))
+    (found,) = zh.stale(path)
+    assert (found.notebook, found.cell) == (src.name, cell["id"])
+    assert (
+        found.why.startswith("the English changed at line 3:") and "name Ray's parts" in found.why
+    )
+    zh.mark(path, [cell["id"]])
+    assert [s.why for s in zh.stale(path)] == ["marked stale"]
+    assert zh.sign(path, [cell["id"]]) == [cell["id"]]  # the translator updated the Chinese
+    assert zh.stale(path) == []
+
+
+def test_the_language_comes_from_labkit_lang_never_lang(monkeypatch):
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    monkeypatch.delenv("LABKIT_LANG", raising=False)
+    assert zh.language() == "en"
+    monkeypatch.setenv("LABKIT_LANG", "zh")
+    assert zh.language() == "zh"
+    with pytest.raises(ValueError, match="choose one of: en, zh"):
+        zh.language("fr")
+
+
+# ---- read as a reader would ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", COMPLETE, ids=lambda p: p.stem)
+def test_glossary_spellings_and_the_english_on_first_use(path):
+    terms, words = glossary()
+    text = "\n".join(cn for _, _, cn in chinese_cells(path))
+    problems = []
+    every = terms + words
+    for term in every:
+        for bad in term["rejected"]:
+            longer = [t["zh"] for t in every if bad in t["zh"] and t["zh"] != bad]
+            masked = text
+            for t in longer:
+                masked = masked.replace(t, "□" * len(t))
+            if bad in masked:
+                problems.append(f"{bad!r}: the glossary spells {term['en']!r} as {term['zh']!r}")
+    masked = prose(text)
+    for term in sorted(terms, key=lambda t: -len(t["zh"])):
+        if term["zh"].lower() == term["en"].lower() or term["zh"] not in masked:
+            continue
+        at = masked.index(term["zh"]) + len(term["zh"])
+        after = masked[at : at + len(term["en"]) + 8].lower()
+        if not re.match(rf"[*_\s]*[（(]\s*{re.escape(term['en'].lower())}", after):
+            problems.append(f"{term['zh']!r}: first use without '（{term['en']}）' after it")
+        masked = masked.replace(term["zh"], "□" * len(term["zh"]))
+    assert not problems, f"{path.stem}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("path", COMPLETE, ids=lambda p: p.stem)
+def test_chinese_cells_read_as_chinese(path):
+    problems = []
+    for cell, _en, cn in chinese_cells(path):
+        text = prose(cn)
+        cjk = len(re.findall(f"[{CJK}]", text))
+        latin = len(re.findall(r"[A-Za-z]", text))
+        if latin > cjk:
+            problems.append(f"cell {cell}: mostly Latin letters ({latin} against {cjk} CJK)")
+        for m in re.finditer(rf"[{CJK}]([,;:?!]|\.(?=\s|$))", text):
+            problems.append(f"cell {cell}: half-width {m.group(1)!r} in {m.group(0)!r}")
+    assert not problems, f"{path.stem}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("path", COMPLETE, ids=lambda p: p.stem)
+def test_the_posts_quotes_are_identical_to_the_english_copys(path):
+    for cell, en, cn in chinese_cells(path):
+        for quote in re.findall(r"「[^」]*」", en):
+            assert quote in cn, f"{path.stem}, cell {cell}: the quote {quote} is not verbatim"
+
+
+def test_glossary_terms_are_listed_once():
+    terms, words = glossary()
+    names = [t["en"] for t in terms + words]
+    spellings = [t["zh"] for t in terms + words]
+    assert len(set(names)) == len(names) and len(set(spellings)) == len(spellings)
+
+
+# ---- the Chinese learner copies -----------------------------------------------------------
+
+
+def test_a_chinese_learner_copy_has_chinese_prose_and_the_chinese_check_message(tmp_path):
+    written = exercises.write_learner_copies(tmp_path, lang="zh")
+    copy = nbformat.read(next(p for p in written if p.name.startswith("01_")), as_version=4)
+    lesson = nbformat.read(ROOT / "notebooks" / "01_remote_tasks.ipynb", as_version=4)
+    assert copy.cells[0].source.startswith("# 01 · ")
+    assert copy.cells[0].source != lesson.cells[0].source
+    code = [c.source for c in copy.cells if c.cell_type == "code"]
+    assert any("还没有设置" in s for s in code) and not any("is not set yet" in s for s in code)
+    zh_lesson = zh.translate(nbformat.read(ROOT / "notebooks" / "01_remote_tasks.ipynb", 4),
+                             ROOT / "notebooks" / "01_remote_tasks.ipynb")  # fmt: skip
+    assert exercises.copy_problems(zh_lesson, copy, lang="zh") == []
+
+
+@pytest.mark.notebook
+@pytest.mark.ray
+def test_the_chinese_lesson_01_runs_end_to_end(tmp_path, monkeypatch):
+    """The Chinese copy is the English lesson with its markdown swapped: it runs as the lesson
+    does, exercises and their Chinese learner cells included (``make test``'s runner)."""
+    from labkit.tools import nbrun
+
+    monkeypatch.setenv("LABKIT_RESULTS_DIR", str(tmp_path / "results"))
+    lesson = ROOT / "notebooks" / "01_remote_tasks.ipynb"
+    copy = tmp_path / "notebooks" / lesson.name  # same name: the Chinese probes run too
+    copy.parent.mkdir()
+    nbformat.write(zh.translate(nbformat.read(lesson, as_version=4), lesson), copy)
+    run = nbrun.run_lesson(copy, out=tmp_path / "out" / lesson.name, timeout=nbrun.cell_timeout())
+    said = [what for _, ok, what in run["exercises"] if ok]
+    assert len(said) == len(run["exercises"]) >= 4  # two exercises, in English and in Chinese
+    executed = nbformat.read(tmp_path / "out" / lesson.name, as_version=4)
+    assert executed.cells[0].source.startswith("# 01 · 远程任务")
