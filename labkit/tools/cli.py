@@ -216,10 +216,15 @@ def lab_command(port: int, token: str, open_browser: bool) -> list[str]:
 def cmd_lab(args: argparse.Namespace) -> int:
     import secrets
 
+    from labkit.tools import zh
     from labkit.tools.exercises import write_learner_copies
 
-    copies = write_learner_copies()
-    print(f"learner copies: {len(copies)} notebooks in {copies[0].parent}/ (answers in notebooks/)")
+    lang = zh.language()  # LABKIT_LANG=zh: Chinese copies (make lab LABKIT_LANG=zh)
+    copies = write_learner_copies(lang=lang)
+    print(
+        f"learner copies ({lang}): {len(copies)} notebooks in {copies[0].parent}/ "
+        "(answers in notebooks/)"
+    )
     token = os.environ.get("LABKIT_LAB_TOKEN") or secrets.token_hex(24)
     cmd = lab_command(args.port, token, not args.no_browser)
     print(f"JupyterLab on http://127.0.0.1:{args.port}/lab?token={token}", flush=True)
