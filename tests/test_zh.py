@@ -50,6 +50,7 @@ def prose(text: str) -> str:
     text = re.sub(r"(?m)^#+ .*$", " ", text)
     text = re.sub(r"`[^`]*`", " ", text)
     text = re.sub(r"「[^」]*」", " ", text)
+    text = re.sub(r"\[[^\]]*\]\(\d\d_[^)]*\)", " ", text)  # another lesson's title
     text = re.sub(r"\]\([^)]*\)", "]", text)
     return re.sub(r"<[^>]+>", " ", text)
 
