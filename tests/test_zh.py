@@ -144,6 +144,10 @@ def test_chinese_cells_read_as_chinese(path):
             problems.append(f"cell {cell}: mostly Latin letters ({latin} against {cjk} CJK)")
         for m in re.finditer(rf"[{CJK}]([,;:?!]|\.(?=\s|$))", text):
             problems.append(f"cell {cell}: half-width {m.group(1)!r} in {m.group(0)!r}")
+        for m in re.finditer(r"[）)]\s*[（(]", text):  # a gloss then a bracket: reword
+            problems.append(
+                f"cell {cell}: brackets back to back: {text[m.start() - 8 : m.end() + 8]!r}"
+            )
         for m in re.finditer(rf'"[^"\n]*[{CJK}][^"\n]*"', text):
             problems.append(f"cell {cell}: straight quotes around Chinese: {m.group(0)[:40]!r}")
     assert not problems, f"{path.stem}:\n  " + "\n  ".join(problems)
