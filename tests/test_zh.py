@@ -49,6 +49,7 @@ def prose(text: str) -> str:
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
     text = re.sub(r"(?m)^#+ .*$", " ", text)
     text = re.sub(r"`[^`]*`", " ", text)
+    text = re.sub(r"\$[^$\n]+\$", " ", text)  # formulas
     text = re.sub(r"「[^」]*」", " ", text)
     text = re.sub(r"\[[^\]]*\]\(\d\d_[^)]*\)", " ", text)  # another lesson's title
     text = re.sub(r"\]\([^)]*\)", "]", text)
