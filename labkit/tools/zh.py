@@ -31,7 +31,7 @@ from labkit.params import repo_root
 LANGS = ("en", "zh")
 #: The lessons whose Chinese the drift test holds complete: the edition grows by steps
 #: (issue 26: 00-03, then 04-07, then 08-12 and the lab reports).
-COMPLETE = ("00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11")
+COMPLETE = ("00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12")
 MARKER = re.compile(r"^<!-- cell (\S+) en (\S*)( stale)? -->$")
 
 #: What a learner copy says in each language (the stub's prompt, the check's guard).
@@ -251,3 +251,58 @@ def scaffold(notebook: Path) -> list[str]:
             added.append(cell["id"])
     _rewrite(notebook, blocks)
     return added
+
+
+# ---- lesson 12's ledger table ----------------------------------------------------------------
+
+#: The fixed map for lesson 12's summary table: its headers, status words and verdict words.
+#: The entries and fixes stay as written (API names and figures), each entry's Chinese is in
+#: its own cell.
+LEDGER_WORDS = {
+    "| # | post | entry | status | verdict | fix on Ray 2.60 | taught in |": (
+        "| # | 博文 | 条目 | 状态 | 结论 | 在 Ray 2.60 上的改法 | 在哪一课讲 |"
+    ),
+    "works": "能用",
+    "deprecated": "已弃用",
+    "raises": "报错",
+    "does not exist": "不存在",
+    "misleading": "误导",
+    "not checkable": "无法检验",
+    "reproduced": "已复现",
+    "contradicted": "被推翻",
+    "measured at another scale": "在另一规模下测得",
+    "mechanism shown": "展示了机制",
+    "by the run": "由本次运行决定",
+    "here": "本课",
+}
+
+
+def ledger_table(english: str) -> str:
+    """Lesson 12's summary table (``blog.table``'s markdown) with its headers, status words
+    and verdict words through :data:`LEDGER_WORDS`; the entries and fixes as they are."""
+    w = LEDGER_WORDS
+    out = []
+    for line in english.split("\n"):
+        if line in w:
+            out.append(w[line])
+        elif line.startswith("| ") and not line.startswith("|---"):
+            cells = line.strip("|").split(" | ")
+            cells = [c.strip() for c in cells]
+            number, post, entry, status, verdict, fix, taught = cells
+            status = w.get(status, status)
+            word, colon, rest = verdict.partition(":")
+            if colon and word in w:
+                verdict = f"{w[word]}：{rest.strip()}"
+            taught = w.get(taught, taught)
+            out.append(
+                "| " + " | ".join([number, post, entry, status, verdict, fix, taught]) + " |"
+            )
+        elif m := re.match(r"(\d+) entries: (.*)\.$", line):
+            parts = []
+            for c in m.group(2).split(", "):
+                n, word = c.split(" ", 1)
+                parts.append(f"{w.get(word, word)} {n}")
+            out.append(f"{m.group(1)} 个条目：{'，'.join(parts)}。")
+        else:
+            out.append(line)
+    return "\n".join(out)
