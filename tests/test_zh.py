@@ -15,7 +15,7 @@ from labkit.params import repo_root
 from labkit.tools import exercises, zh
 
 ROOT = repo_root()
-COMPLETE = [p for p in zh.notebooks() if p.stem[:2] in zh.COMPLETE]
+COMPLETE = [p for p in zh.notebooks() if p.stem.startswith(zh.COMPLETE)]
 CJK = r"\u3400-\u9fff"
 
 
@@ -52,7 +52,7 @@ def prose(text: str) -> str:
     text = re.sub(r"`[^`]*`", " ", text)
     text = re.sub(r"\$[^$\n]+\$", " ", text)  # formulas
     text = re.sub(r"「[^」]*」", " ", text)
-    text = re.sub(r"\[[^\]]*\]\(\d\d_[^)]*\)", " ", text)  # another lesson's title
+    text = re.sub(r"\[[^\]]*\]\((?:\.\./\w+/)?(?:\d\d_|lab_)[^)]*\)", " ", text)  # a title
     text = re.sub(r"\]\([^)]*\)", "]", text)
     return re.sub(r"<[^>]+>", " ", text)
 

@@ -31,7 +31,24 @@ from labkit.params import repo_root
 LANGS = ("en", "zh")
 #: The lessons whose Chinese the drift test holds complete: the edition grows by steps
 #: (issue 26: 00-03, then 04-07, then 08-12 and the lab reports).
-COMPLETE = ("00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12")
+COMPLETE = (
+    "00",
+    "01",
+    "02",
+    "03",
+    "04",
+    "05",
+    "06",
+    "07",
+    "08",
+    "09",
+    "10",
+    "11",
+    "12",
+    "lab_tasks",
+    "lab_objects",
+    "lab_amp",
+)
 MARKER = re.compile(r"^<!-- cell (\S+) en (\S*)( stale)? -->$")
 
 #: What a learner copy says in each language (the stub's prompt, the check's guard).
