@@ -74,6 +74,7 @@ MOVED = {
 
 _LAZY_MODULES = {
     "amp",
+    "lang",
     "blog",
     "contract",
     "data",

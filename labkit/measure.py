@@ -307,7 +307,8 @@ def _jsonable(obj: Any) -> Any:
 
 
 #: Sentences that replace a verdict's English template, by message key (``"<metric>:<side>"``).
-#: Empty today: a translation (issue 26) fills it, and the run's numbers stay the same.
+#: With ``LABKIT_LANG=zh`` the Chinese comes from ``zh/verdicts.md`` (:mod:`labkit.lang`); the
+#: run's numbers and records stay the same.
 MESSAGES: dict[str, str] = {}
 _SIDES = {True: "yes", False: "no"}
 
@@ -357,7 +358,9 @@ def verdict(
         raise ValueError(f"{metric}: {sorted(taken)} name the record's own fields; rename them")
     side = _SIDES[bool(holds)]
     key = f"{metric}:{side}"
-    template = MESSAGES.get(key, yes if holds else no)
+    from labkit import lang
+
+    template = MESSAGES.get(key) or lang.verdict_template(key, yes if holds else no)
     for other in (yes, no, template):  # a typo in the side not taken must not wait for a run
         try:
             other.format(**values)

@@ -213,3 +213,44 @@ def test_lesson_12s_table_is_the_english_one_through_the_fixed_map():
     table = block.split(blog.BEGIN, 1)[1].split(blog.END, 1)[0].strip()
     assert table == zh.ledger_table(blog.table_in(path))
     assert "| 误导 |" in table and "| misleading |" not in table
+
+
+def test_every_verdict_sentence_has_current_chinese_with_the_same_fields():
+    import string
+
+    from labkit import lang
+
+    assert zh.stale_verdicts() == [], "\n".join(map(str, zh.stale_verdicts()))
+    fields = string.Formatter()
+    for key, (en, cn) in lang.read_verdicts().items():
+        names = [{p[1] for p in fields.parse(t) if p[1]} for t in (en, cn)]
+        assert names[0] == names[1], f"{key}: the Chinese names other fields: {names}"
+
+
+def test_a_changed_english_verdict_falls_back_to_english_and_is_stale(monkeypatch, fresh_params):
+    from labkit import lang
+
+    key, (en, cn) = next(iter(lang.read_verdicts().items()))
+    templates = dict(zh.verdict_templates())
+    templates[key] = (en + " (edited)", templates[key][1])
+    monkeypatch.setattr(zh, "verdict_templates", lambda: templates)
+    (found,) = zh.stale_verdicts()
+    assert found.cell == key and found.why.startswith("the English verdict changed")
+    monkeypatch.setenv("LABKIT_LANG", "zh")
+    assert lang.verdict_template(key, en) == cn
+    assert lang.verdict_template(key, en + " (edited)") == en + " (edited)"
+    monkeypatch.setenv("LABKIT_LANG", "en")
+    assert lang.verdict_template(key, en) == en
+
+
+def test_verdict_prints_the_chinese_sentence(monkeypatch, fresh_params, results_dir, capsys):
+    from labkit import measure
+    from labkit.params import setup
+
+    monkeypatch.setenv("LABKIT_LANG", "zh")
+    setup("01_remote_tasks")
+    measure.verdict(
+        "tasks.verdict_pays_off", True, yes="the shortest task length that beat the loop: "
+        "{shortest} ms", no="no task length in this sweep beat the loop", shortest=10
+    )  # fmt: skip
+    assert capsys.readouterr().out.strip() == "打败循环的最短任务长度：10 ms"

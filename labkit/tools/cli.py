@@ -500,6 +500,8 @@ def cmd_zh(args: argparse.Namespace) -> int:
     paths = zh.notebooks(args.notebooks if args.action == "stale" else args.notebooks[:1])
     if args.action == "stale":
         found = [s for path in paths for s in zh.stale(path)]
+        if not args.notebooks:
+            found += zh.stale_verdicts()
         for item in found:
             print(item)
         done = sum(not any(s.notebook == p.name for s in found) for p in paths)
@@ -533,6 +535,11 @@ def cmd_blog_table(args: argparse.Namespace) -> int:
         print(f"labkit blog-table: a check that cannot fail: {finding}")
     if blog.sync_table(args.notebook, write=args.write):
         print("labkit blog-table: the table matches the entries" + (" (written)" * args.write))
+        if args.write:  # the Chinese edition's copy of the table follows (labkit/tools/zh.py)
+            from labkit.tools import zh
+
+            if zh.sync_ledger(Path(args.notebook) if args.notebook else None):
+                print("labkit blog-table: the Chinese table rewritten to match")
         return 1 if weak else 0
     print("labkit blog-table: the table differs from the entries; run with --write")
     return 1

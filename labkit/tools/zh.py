@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,12 +60,10 @@ MESSAGES = {
 
 
 def language(value: str | None = None) -> str:
-    """The language asked for: ``value``, else ``LABKIT_LANG``, else English. Never the
-    system's ``LANG``: a Chinese desktop does not switch the workbook by itself."""
-    lang = (value or os.environ.get("LABKIT_LANG") or "en").strip().lower()
-    if lang not in LANGS:
-        raise ValueError(f"LABKIT_LANG={lang!r} is not valid; choose one of: {', '.join(LANGS)}.")
-    return lang
+    """The language asked for (:func:`labkit.lang.language`): never the system's ``LANG``."""
+    from labkit import lang
+
+    return lang.language(value)
 
 
 def message(key: str, lang: str = "en", **fields: str) -> str:
@@ -269,7 +266,7 @@ def scaffold(notebook: Path) -> list[str]:
 #: The fixed map for lesson 12's summary table: its headers, status words and verdict words.
 #: The entries and fixes stay as written (API names and figures), each entry's Chinese is in
 #: its own cell.
-LEDGER_WORDS = {
+_LEDGER_WORDS = {
     "| # | post | entry | status | verdict | fix on Ray 2.60 | taught in |": (
         "| # | 博文 | 条目 | 状态 | 结论 | 在 Ray 2.60 上的改法 | 在哪一课讲 |"
     ),
@@ -290,8 +287,8 @@ LEDGER_WORDS = {
 
 def ledger_table(english: str) -> str:
     """Lesson 12's summary table (``blog.table``'s markdown) with its headers, status words
-    and verdict words through :data:`LEDGER_WORDS`; the entries and fixes as they are."""
-    w = LEDGER_WORDS
+    and verdict words through :data:`_LEDGER_WORDS`; the entries and fixes as they are."""
+    w = _LEDGER_WORDS
     out = []
     for line in english.split("\n"):
         if line in w:
@@ -317,3 +314,66 @@ def ledger_table(english: str) -> str:
         else:
             out.append(line)
     return "\n".join(out)
+
+
+# ---- the verdicts' sentences -------------------------------------------------------------------
+
+
+def verdict_templates(paths: list[Path] | None = None) -> dict[str, tuple[str, str]]:
+    """``{"<metric>:yes": (English template, notebook)}`` for every ``labkit.verdict(...)`` call
+    in the notebooks' code, read from the source (its ``yes=``/``no=`` string literals)."""
+    import ast
+
+    found: dict[str, tuple[str, str]] = {}
+    for path in paths or notebooks():
+        for cell in _cells(path):
+            if cell["cell_type"] != "code":
+                continue
+            src = "\n".join(
+                "" if ln.lstrip().startswith(("%", "!")) else ln for ln in _source(cell).split("\n")
+            )
+            for node in ast.walk(ast.parse(src)):
+                func = getattr(node, "func", None)
+                if not (isinstance(func, ast.Attribute) and func.attr == "verdict"):
+                    continue
+                if not node.args or not isinstance(node.args[0], ast.Constant):
+                    continue
+                metric = node.args[0].value
+                for kw in node.keywords:
+                    if kw.arg in ("yes", "no") and isinstance(kw.value, ast.Constant):
+                        found[f"{metric}:{kw.arg}"] = (kw.value.value, path.name)
+    return found
+
+
+def stale_verdicts() -> list[Stale]:
+    """Each verdict sentence without a current Chinese one in ``zh/verdicts.md``."""
+    from labkit import lang
+
+    catalog = lang.read_verdicts()
+    out = []
+    for key, (english, notebook) in verdict_templates().items():
+        if key not in catalog:
+            out.append(Stale(notebook, key, "no Chinese verdict sentence"))
+        elif catalog[key][0] != english:
+            out.append(Stale(notebook, key, f"the English verdict changed: {english[:80]!r}"))
+    return out
+
+
+def sync_ledger(notebook: Path | None = None) -> bool:
+    """Rewrite the Chinese copy of lesson 12's summary table from the English one (through the
+    fixed map), and record it as current; True when it changed."""
+    from labkit import blog
+
+    path = notebook or repo_root() / "notebooks" / blog.NOTEBOOK
+    blocks = read(path_for(path))
+    english = {c["id"]: _source(c) for c in _cells(path) if c["cell_type"] == "markdown"}
+    for cell, text in english.items():
+        if blog.BEGIN in text and cell in blocks:
+            head, rest = blocks[cell].text.split(blog.BEGIN, 1)
+            tail = rest.split(blog.END, 1)[1]
+            new = f"{head}{blog.BEGIN}\n{ledger_table(blog.table_in(path))}\n{blog.END}{tail}"
+            changed = new != blocks[cell].text or blocks[cell].english != fingerprint(text)
+            blocks[cell].text, blocks[cell].english = new, fingerprint(text)
+            _rewrite(path, blocks)
+            return changed
+    return False

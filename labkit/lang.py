@@ -1,0 +1,53 @@
+"""The workbook's language: ``LABKIT_LANG`` (``en`` or ``zh``), never the system's ``LANG``.
+
+What code prints in a learner's language lives in the repository's ``zh/`` beside the lessons'
+Chinese (``labkit/tools/zh.py`` keeps it in step): here, the catalog of verdict sentences
+(``zh/verdicts.md``) that :func:`labkit.measure.verdict` prints in Chinese when it translates
+the English template the lesson passed. Nothing here imports Ray.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+
+LANGS = ("en", "zh")
+_ENTRY = re.compile(r"^<!-- verdict (\S+) -->\nen: (.*)\nzh: (.*)$", re.M)
+
+
+def language(value: str | None = None) -> str:
+    """The language asked for: ``value``, else ``LABKIT_LANG``, else English."""
+    lang = (value or os.environ.get("LABKIT_LANG") or "en").strip().lower()
+    if lang not in LANGS:
+        raise ValueError(f"LABKIT_LANG={lang!r} is not valid; choose one of: {', '.join(LANGS)}.")
+    return lang
+
+
+def verdicts_path() -> Path:
+    from labkit.params import repo_root
+
+    return repo_root() / "zh" / "verdicts.md"
+
+
+def read_verdicts(path: Path | None = None) -> dict[str, tuple[str, str]]:
+    """``{"<metric>:yes": (English template, Chinese template)}`` from ``zh/verdicts.md``."""
+    path = path or verdicts_path()
+    if not path.exists():
+        return {}
+    return {m.group(1): (m.group(2), m.group(3)) for m in _ENTRY.finditer(path.read_text("utf-8"))}
+
+
+@functools.cache
+def _verdicts() -> dict[str, tuple[str, str]]:
+    return read_verdicts()
+
+
+def verdict_template(key: str, english: str) -> str:
+    """The template to print for a verdict: the Chinese one when the language is Chinese and
+    the catalog translates exactly this English (a stale entry falls back to English)."""
+    if language() != "zh":
+        return english
+    en, zh = _verdicts().get(key, ("", ""))
+    return zh if en == english else english
