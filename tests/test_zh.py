@@ -254,3 +254,32 @@ def test_verdict_prints_the_chinese_sentence(monkeypatch, fresh_params, results_
         "{shortest} ms", no="no task length in this sweep beat the loop", shortest=10
     )  # fmt: skip
     assert capsys.readouterr().out.strip() == "打败循环的最短任务长度：10 ms"
+
+
+def test_code_comments_are_translated_and_nothing_else():
+    src = 'x = "# not a comment"  # a comment\n# another\n%time y = 1  # magic line'
+    pairs = [("# a comment", "# 一条注释"), ("# another", "# 另一条"), ("# not a comment", "X")]
+    out = zh.translate_code(src, pairs)
+    assert out.split("\n")[:2] == ['x = "# not a comment"  # 一条注释', "# 另一条"]
+    assert out.split("\n")[2] == "%time y = 1  # magic line"  # IPython lines are not parsed
+
+
+def test_a_changed_code_comment_is_stale(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    for sub in ("notebooks", "zh/notebooks"):
+        (root / sub).mkdir(parents=True)
+    src = ROOT / "notebooks" / "01_remote_tasks.ipynb"
+    shutil.copy(src, root / "notebooks" / src.name)
+    shutil.copy(zh.path_for(src), root / "zh" / "notebooks" / f"{src.stem}.md")
+    monkeypatch.setattr(zh, "repo_root", lambda: root)
+    path = root / "notebooks" / src.name
+    assert zh.stale(path) == []
+    nb = json.loads(path.read_text())
+    cell = next(c for c in nb["cells"] if "# captures the global array" in "".join(c["source"]))
+    cell["source"] = "".join(cell["source"]).replace("captures the global", "closes over the")
+    path.write_text(json.dumps(nb))
+    whys = sorted(s.why for s in zh.stale(path))
+    assert whys == [
+        "no Chinese for '# closes over the array'",
+        "the English comment changed or went: '# captures the global array'",
+    ]

@@ -43,6 +43,7 @@ COMPLETE = (
     ),
 )
 MARKER = re.compile(r"^<!-- cell (\S+) en (\S*)( stale)? -->$")
+CODE_MARKER = re.compile(r"^<!-- code (\S+) -->$")
 
 #: What a learner copy says in each language (the stub's prompt, the check's guard).
 MESSAGES = {
@@ -114,31 +115,86 @@ def path_for(notebook: Path) -> Path:
 
 
 def read(path: Path) -> dict[str, Block]:
-    """The blocks of one translation file, by cell id."""
+    """The markdown blocks of one translation file, by cell id."""
     blocks: dict[str, Block] = {}
     if not path.exists():
         return blocks
     current: Block | None = None
     body: list[str] = []
     for line in path.read_text(encoding="utf-8").split("\n") + ["<!-- cell END en  -->"]:
-        if m := MARKER.match(line):
+        m = MARKER.match(line)
+        if m or CODE_MARKER.match(line):
             if current is not None:
                 current.text = "\n".join(body).strip("\n")
                 if current.cell in blocks:
                     raise ValueError(f"{path.name}: cell {current.cell} translated twice")
                 blocks[current.cell] = current
-            current, body = Block(m.group(1), m.group(2), "", bool(m.group(3))), []
+            current, body = (Block(m.group(1), m.group(2), "", bool(m.group(3))) if m else None), []
         elif current is not None:
             body.append(line)
     return blocks
 
 
-def write(path: Path, blocks: list[Block], title: str) -> None:
-    out = [f"<!-- {title}: the Chinese of each markdown cell, by cell id (labkit/tools/zh.py) -->"]
+def read_code(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """The code cells' comments in Chinese: ``{cell id: [(English comment, Chinese), ...]}``."""
+    code: dict[str, list[tuple[str, str]]] = {}
+    if not path.exists():
+        return code
+    cell, english = None, None
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if m := CODE_MARKER.match(line):
+            cell = m.group(1)
+            code.setdefault(cell, [])
+        elif MARKER.match(line):
+            cell = None
+        elif cell and line.startswith("en: "):
+            english = line[4:]
+        elif cell and line.startswith("zh: ") and english is not None:
+            code[cell].append((english, line[4:]))
+            english = None
+    return code
+
+
+def write(path: Path, blocks: list[Block], title: str, code: dict[str, list] | None = None) -> None:
+    out = [f"<!-- {title}: the Chinese of each markdown cell and code comment, by cell id -->"]
     for b in blocks:
         out += ["", f"<!-- cell {b.cell} en {b.english}{' stale' * b.stale} -->", b.text]
+    for cell, pairs in (code or {}).items():
+        out += ["", f"<!-- code {cell} -->"]
+        for en, cn in pairs:
+            out += [f"en: {en}", f"zh: {cn}"]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+def comments(source: str) -> list[tuple[int, int, str]]:
+    """``(line, column, text)`` of each comment a learner reads in a code cell (``# noqa``,
+    ``# fmt:`` and ``# type:`` left out); IPython's ``%`` and ``!`` lines skipped."""
+    import io
+    import tokenize
+
+    lines = ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.split("\n")]
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO("\n".join(lines)).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    return [
+        (t.start[0], t.start[1], t.string)
+        for t in tokens
+        if t.type == tokenize.COMMENT and not t.string.startswith(("# noqa", "# fmt:", "# type:"))
+    ]
+
+
+def translate_code(source: str, pairs: list[tuple[str, str]]) -> str:
+    """``source`` with each comment that has a pair replaced by its Chinese (comments only:
+    a string that reads like a comment is left alone)."""
+    chinese = dict(pairs)
+    lines = source.split("\n")
+    for row, col, text in reversed(comments(source)):
+        if text in chinese:
+            line = lines[row - 1]
+            lines[row - 1] = line[:col] + chinese[text] + line[col + len(text) :]
+    return "\n".join(lines)
 
 
 def _cells(notebook: Path) -> list[dict]:
@@ -184,6 +240,18 @@ def stale(notebook: Path) -> list[Stale]:
             found.append(Stale(notebook.name, cell["id"], why))
     for cell in sorted(set(blocks) - ids):
         found.append(Stale(notebook.name, cell, "no such markdown cell (remove the block)"))
+    code = read_code(path_for(notebook))
+    for cell in _cells(notebook):
+        if cell["cell_type"] != "code":
+            continue
+        have = dict(code.get(cell["id"], []))
+        now = [text for _, _, text in comments(_source(cell))]
+        for text in now:
+            if text not in have:
+                found.append(Stale(notebook.name, cell["id"], f"no Chinese for {text[:70]!r}"))
+        for text in set(have) - set(now):
+            why = f"the English comment changed or went: {text[:70]!r}"
+            found.append(Stale(notebook.name, cell["id"], why))
     return found
 
 
@@ -226,10 +294,10 @@ def mark(notebook: Path, cells: list[str]) -> None:
 
 
 def _rewrite(notebook: Path, blocks: dict[str, Block]) -> None:
-    """Write the blocks back in the notebook's cell order."""
+    """Write the blocks back in the notebook's cell order, the code comments kept."""
     order = [c["id"] for c in _cells(notebook)]
     ranked = sorted(blocks.values(), key=lambda b: order.index(b.cell) if b.cell in order else 1e9)
-    write(path_for(notebook), ranked, notebook.stem)
+    write(path_for(notebook), ranked, notebook.stem, read_code(path_for(notebook)))
 
 
 # ---- the Chinese copy -----------------------------------------------------------------------
@@ -240,9 +308,13 @@ def translate(nb, notebook: Path):
     plain JSON) with its markdown in Chinese where a translation exists; code and outputs
     untouched. Returns the same object."""
     blocks = read(path_for(notebook))
+    code = read_code(path_for(notebook))
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown" and cell.get("id") in blocks:
             cell["source"] = blocks[cell["id"]].text
+        elif cell["cell_type"] == "code" and cell.get("id") in code:
+            src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            cell["source"] = translate_code(src, code[cell["id"]])
     nb.setdefault("metadata", {}).setdefault("labkit", {})["lang"] = "zh"
     return nb
 
