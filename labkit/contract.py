@@ -23,7 +23,14 @@ def choice(name: str, value: Any, valid: tuple[str, ...], source: str = "the cal
     The one validator of SIZE and DEVICE, for :func:`labkit.setup` and
     :func:`labkit.device.choose`.
     """
+    from labkit import lang
+
     text = str(value).strip().lower()
+    if text not in valid and lang.is_zh():
+        raise ParameterError(
+            f"{name}={value!r}（来自 {source}）无效；可选值：{'、'.join(valid)}。"
+            f"用 papermill 的 `-p {name} {valid[0]}` 或 `{ENV_PREFIX}{name}={valid[0]}` 来设置。"
+        )
     if text not in valid:
         raise ParameterError(
             f"{name}={value!r} (from {source}) is not valid; choose one of: {', '.join(valid)}. "

@@ -25,6 +25,43 @@ def language(value: str | None = None) -> str:
     return lang
 
 
+def is_zh() -> bool:
+    """Whether messages should be Chinese; never raises (an error message must not fail)."""
+    return (os.environ.get("LABKIT_LANG") or "").strip().lower() == "zh"
+
+
+#: ``labkit doctor``'s labels in Chinese (the ``--json`` keys stay English).
+DOCTOR_LABELS = {
+    "python": "Python",
+    "platform": "平台",
+    "labkit root": "labkit 根目录",
+    "ray": "Ray",
+    "torch": "torch",
+    "torch cuda build": "torch 的 CUDA 版本",
+    "cuda available": "CUDA 可用",
+    "torch gpus": "torch 看到的 GPU",
+    "nvidia-smi gpus": "nvidia-smi 看到的 GPU",
+    "cpu cores": "CPU 核数",
+    "memory": "内存",
+    "/dev/shm": "/dev/shm",
+    "ray auth token": "Ray 认证令牌",
+    "RAY_ADDRESS": "RAY_ADDRESS",
+    "RAY_AUTH_MODE": "RAY_AUTH_MODE",
+    "ports busy on 127.0.0.1": "127.0.0.1 上被占用的端口",
+    "kit processes alive": "套件启动且仍在运行的进程",
+    "slow imports": "拖慢导入的包",
+    "browser": "浏览器",
+    "browser driver": "浏览器驱动",
+}
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: a CJK character takes two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
 def verdicts_path() -> Path:
     from labkit.params import repo_root
 

@@ -106,11 +106,22 @@ def _pick(name: str, value: Any) -> tuple[Any, str]:
     return DEFAULTS[name], "default"
 
 
+def _zh() -> bool:
+    from labkit import lang
+
+    return lang.is_zh()
+
+
 def _seed(value: Any, source: str) -> int:
     try:
         seed = int(str(value).strip()) if not isinstance(value, int) else value
     except ValueError:
         seed = -1
+    if (isinstance(value, bool) or seed < 0 or seed >= 2**32) and _zh():
+        raise ParameterError(
+            f"SEED={value!r}（来自 {source}）无效；请用 0 到 2**32 - 1 之间的整数，"
+            f"例如 `-p SEED 0` 或 `{ENV_PREFIX}SEED=0`。"
+        )
     if isinstance(value, bool) or seed < 0 or seed >= 2**32:
         raise ParameterError(
             f"SEED={value!r} (from {source}) is not valid; use an integer from 0 to 2**32 - 1, "

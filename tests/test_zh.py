@@ -283,3 +283,33 @@ def test_a_changed_code_comment_is_stale(tmp_path, monkeypatch):
         "no Chinese for '# closes over the array'",
         "the English comment changed or went: '# captures the global array'",
     ]
+
+
+def test_the_kits_own_errors_and_doctor_speak_chinese_when_asked(monkeypatch, fresh_params):
+    from labkit import lang
+    from labkit.contract import ParameterError
+    from labkit.params import setup
+
+    monkeypatch.setenv("LABKIT_LANG", "zh")
+    with pytest.raises(ParameterError, match="无效；可选值：smoke、small、full"):
+        setup("00_welcome_and_setup", SIZE="huge")
+    with pytest.raises(ParameterError, match="请用 0 到 2\\*\\*32 - 1 之间的整数"):
+        setup("00_welcome_and_setup", SEED=-1)
+    monkeypatch.setenv("LABKIT_LANG", "fr")  # a bad LABKIT_LANG never hides the real error
+    with pytest.raises(ParameterError, match="choose one of: smoke, small, full"):
+        setup("00_welcome_and_setup", SIZE="huge")
+    assert lang.display_width("内存") == 4 and lang.display_width("ray") == 3
+    from labkit.tools.doctor import report
+
+    assert set(report()) <= set(lang.DOCTOR_LABELS), "a doctor line without a Chinese label"
+
+
+def test_device_error_in_chinese(monkeypatch):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here: DEVICE=cuda does not fail")
+    from labkit.device import DeviceError, choose
+
+    monkeypatch.setenv("LABKIT_LANG", "zh")
+    with pytest.raises(DeviceError, match="要求了 DEVICE='cuda'，但 torch .* 在这里用不了 CUDA"):
+        choose("cuda")

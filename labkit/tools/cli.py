@@ -28,9 +28,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
-        width = max(len(k) for k in report)
+        from labkit import lang
+
+        labels = {k: lang.DOCTOR_LABELS.get(k, k) if lang.is_zh() else k for k in report}
+        width = max(lang.display_width(v) for v in labels.values())
         for key, value in report.items():
-            print(f"{key:<{width}}  {value}")
+            pad = " " * (width - lang.display_width(labels[key]))
+            print(f"{labels[key]}{pad}  {value}")
     return 0
 
 
