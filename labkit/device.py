@@ -66,7 +66,7 @@ def choose(device: str = "auto"):
     if lang.is_zh():
         raise DeviceError(
             f"要求了 DEVICE='cuda'，但 torch {torch.__version__}（{build}）在这里用不了 CUDA："
-            f"{hint}。请用 DEVICE=auto（退回到 CPU）或 DEVICE=cpu，或者在装有 CUDA 版 torch 的"
+            f"{hint}。请用 DEVICE=auto（退回到 CPU）或 DEVICE=cpu，或者在装有 CUDA 版 torch 的 "
             "GPU 机器上运行。"
         )
     raise DeviceError(

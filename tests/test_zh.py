@@ -311,5 +311,5 @@ def test_device_error_in_chinese(monkeypatch):
     from labkit.device import DeviceError, choose
 
     monkeypatch.setenv("LABKIT_LANG", "zh")
-    with pytest.raises(DeviceError, match="要求了 DEVICE='cuda'，但 torch .* 在这里用不了 CUDA"):
+    with pytest.raises(DeviceError, match="要求了 DEVICE='cuda'，但 torch .*在这里用不了 CUDA"):
         choose("cuda")
