@@ -185,6 +185,30 @@ def comments(source: str) -> list[tuple[int, int, str]]:
     ]
 
 
+def check_messages(source: str) -> list[str]:
+    """The literal messages of a check cell's ``assert``s (a string or an f-string), as
+    written: what a learner reads when the check fails."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [
+        ast.get_source_segment(source, node.msg)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assert) and isinstance(node.msg, ast.Constant | ast.JoinedStr)
+    ]
+
+
+def _said(cell: dict) -> list[str]:
+    """What a learner reads in a code cell: its comments, and a check cell's messages."""
+    said = [text for _, _, text in comments(_source(cell))]
+    if "check" in cell.get("metadata", {}).get("tags", []):
+        said += check_messages(_source(cell))
+    return said
+
+
 def translate_code(source: str, pairs: list[tuple[str, str]]) -> str:
     """``source`` with each comment that has a pair replaced by its Chinese (comments only:
     a string that reads like a comment is left alone)."""
@@ -194,7 +218,11 @@ def translate_code(source: str, pairs: list[tuple[str, str]]) -> str:
         if text in chinese:
             line = lines[row - 1]
             lines[row - 1] = line[:col] + chinese[text] + line[col + len(text) :]
-    return "\n".join(lines)
+    out = "\n".join(lines)
+    for message in check_messages(out):  # a check's messages: string literals, whole
+        if message in chinese:
+            out = out.replace(message, chinese[message])
+    return out
 
 
 def _cells(notebook: Path) -> list[dict]:
@@ -245,7 +273,7 @@ def stale(notebook: Path) -> list[Stale]:
         if cell["cell_type"] != "code":
             continue
         have = dict(code.get(cell["id"], []))
-        now = [text for _, _, text in comments(_source(cell))]
+        now = _said(cell)
         for text in now:
             if text not in have:
                 found.append(Stale(notebook.name, cell["id"], f"no Chinese for {text[:70]!r}"))
