@@ -63,9 +63,11 @@ def display_width(text: str) -> int:
 
 
 def verdicts_path() -> Path:
-    from labkit.params import repo_root
-
-    return repo_root() / "zh" / "verdicts.md"
+    """``zh/verdicts.md`` beside the package (``LABKIT_ROOT`` as :func:`labkit.params.repo_root`
+    reads it; this module imports no other, so that the parameters can speak Chinese)."""
+    root = os.environ.get("LABKIT_ROOT")
+    base = Path(root).expanduser().resolve() if root else Path(__file__).resolve().parents[1]
+    return base / "zh" / "verdicts.md"
 
 
 def read_verdicts(path: Path | None = None) -> dict[str, tuple[str, str]]:
