@@ -52,4 +52,3 @@ def test_port_free_sees_a_listener():
         s.bind(("127.0.0.1", 0))
         s.listen()
         assert not yardsticks.port_free(s.getsockname()[1])
-
