@@ -57,6 +57,17 @@ def prose(text: str) -> str:
     return re.sub(r"<[^>]+>", " ", text)
 
 
+def repo_copy(tmp_path: Path, monkeypatch, src: Path) -> Path:
+    """A repository of one lesson and its Chinese, for planting edits in: the copied lesson."""
+    root = tmp_path / "repo"
+    for sub in ("notebooks", "zh/notebooks"):
+        (root / sub).mkdir(parents=True)
+    shutil.copy(src, root / "notebooks" / src.name)
+    shutil.copy(zh.path_for(src), root / "zh" / "notebooks" / f"{src.stem}.md")
+    monkeypatch.setattr(zh, "repo_root", lambda: root)
+    return root / "notebooks" / src.name
+
+
 # ---- kept in step -------------------------------------------------------------------------
 
 
@@ -70,14 +81,8 @@ def test_every_markdown_cell_has_current_chinese(path):
 
 
 def test_a_planted_english_edit_is_caught_and_a_signed_update_clears_it(tmp_path, monkeypatch):
-    root = tmp_path / "repo"
-    for sub in ("notebooks", "zh/notebooks"):
-        (root / sub).mkdir(parents=True)
     src = ROOT / "notebooks" / "00_welcome_and_setup.ipynb"
-    shutil.copy(src, root / "notebooks" / src.name)
-    shutil.copy(zh.path_for(src), root / "zh" / "notebooks" / f"{src.stem}.md")
-    monkeypatch.setattr(zh, "repo_root", lambda: root)
-    path = root / "notebooks" / src.name
+    path = repo_copy(tmp_path, monkeypatch, src)
     assert zh.stale(path) == []
     nb = json.loads(path.read_text())
     cell = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
@@ -265,14 +270,7 @@ def test_code_comments_are_translated_and_nothing_else():
 
 
 def test_a_changed_code_comment_is_stale(tmp_path, monkeypatch):
-    root = tmp_path / "repo"
-    for sub in ("notebooks", "zh/notebooks"):
-        (root / sub).mkdir(parents=True)
-    src = ROOT / "notebooks" / "01_remote_tasks.ipynb"
-    shutil.copy(src, root / "notebooks" / src.name)
-    shutil.copy(zh.path_for(src), root / "zh" / "notebooks" / f"{src.stem}.md")
-    monkeypatch.setattr(zh, "repo_root", lambda: root)
-    path = root / "notebooks" / src.name
+    path = repo_copy(tmp_path, monkeypatch, ROOT / "notebooks" / "01_remote_tasks.ipynb")
     assert zh.stale(path) == []
     nb = json.loads(path.read_text())
     cell = next(c for c in nb["cells"] if "# captures the global array" in "".join(c["source"]))

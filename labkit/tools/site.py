@@ -163,6 +163,21 @@ def banner(facts: dict, title: str = "", lang: str = "en") -> str:
     )
 
 
+def _took(page: Page | None, unit: str = "s", absent: str = "-") -> str:
+    """How long ``page`` took in the run (``absent`` when it did not run)."""
+    if page and page.run.get("seconds"):
+        return f"{page.run['seconds']:.0f} {unit}"
+    return absent
+
+
+def _toctrees(groups: list[tuple[str, list[str]]]) -> list[str]:
+    """Hidden toctrees, one per caption: the theme's menus (the index's text links the pages)."""
+    lines: list[str] = []
+    for caption, docs in groups:
+        lines += ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *docs, "```"]
+    return lines
+
+
 def has_zh() -> bool:
     """Whether the repository has a Chinese edition to build (``zh/``)."""
     return (repo_root() / "zh").is_dir()
@@ -265,7 +280,7 @@ def _learner_time(nb_path: Path) -> str:
     return ""
 
 
-def index_page_zh(pages: list[Page], missing: list[str], results: list[str]) -> str:
+def index_page_zh(pages: list[Page], results: list[str]) -> str:
     """The Chinese edition's index: each lesson's Chinese title, its learner time, this run's
     time; the committed results (in English)."""
     from labkit.tools import zh
@@ -296,11 +311,11 @@ def index_page_zh(pages: list[Page], missing: list[str], results: list[str]) -> 
         else:
             title += "（尚未翻译）"
         learner = _learner_time(source).replace("about ", "约 ").replace(" min", " 分钟")
-        took = f"{page.run['seconds']:.0f} 秒" if page.run.get("seconds") else "不在本次运行中"
+        took = _took(page, "秒", "不在本次运行中")
         lines.append(f"| {page.name[:2]} | [{title}]({page.doc}.ipynb) | {learner} | {took} |")
     lines += ["", "## 实验报告", "", "| 报告 | 本次运行 |", "|---|---|"]
     for page in (p for p in pages if p.folder == "bench"):
-        took = f"{page.run['seconds']:.0f} 秒" if page.run.get("seconds") else "不在本次运行中"
+        took = _took(page, "秒", "不在本次运行中")
         lines.append(f"| [{page.name}]({page.doc}.ipynb) | {took} |")
     lines += [
         "",
@@ -311,12 +326,13 @@ def index_page_zh(pages: list[Page], missing: list[str], results: list[str]) -> 
     if results:
         lines += ["", "## 已提交的结果（英文）", ""]
         lines += [f"* [{Path(r).parent.as_posix()}]({r})" for r in results]
-    for caption, docs in (
-        ("课程", [p.doc for p in pages if p.folder == "notebooks"]),
-        ("实验报告", [p.doc for p in pages if p.folder == "bench"]),
-        ("更多", ["ledger", "README.zh", "TERMINOLOGY", "README", *(r[:-3] for r in results)]),
-    ):
-        lines += ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *docs, "```"]
+    lines += _toctrees(
+        [
+            ("课程", [p.doc for p in pages if p.folder == "notebooks"]),
+            ("实验报告", [p.doc for p in pages if p.folder == "bench"]),
+            ("更多", ["ledger", "README.zh", "TERMINOLOGY", "README", *(r[:-3] for r in results)]),
+        ]
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -351,7 +367,7 @@ def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str
             stem = Path(file).stem
             page = ran.get(stem)
             title = f"[{_title(root / link)}]({link})" + " (not in this run)" * (stem in missing)
-            took = f"{page.run['seconds']:.0f} s" if page and page.run.get("seconds") else "-"
+            took = _took(page)
             learner = _learner_time(root / "notebooks" / file)
             lines.append(f"| {num} | {title} | {learn} | {learner} | {took} |")
     lines += [
@@ -369,7 +385,7 @@ def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str
             cols = rest.split(" | ")[:3]
             page = ran.get(stem)
             title = f"[{stem}]({link})" + " (not in this run)" * (stem in missing)
-            took = f"{page.run['seconds']:.0f} s" if page and page.run.get("seconds") else "-"
+            took = _took(page)
             lines.append(f"| {title} | {' | '.join(cols)} | {took} |")
     lines += ["", "## The blogs, checked", ""]
     lines.append(
@@ -379,12 +395,14 @@ def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str
     if results:
         lines += ["", "## Committed results", ""]
         lines += [f"* [{Path(r).parent.as_posix()}]({r})" for r in results]
-    for caption, docs in (
-        ("Lessons", [p.doc for p in pages if p.folder == "notebooks"]),
-        ("Lab reports", [p.doc for p in pages if p.folder == "bench"]),
-        ("More", ["ledger", "README", *EXTRA_PAGES, *(r.removesuffix(".md") for r in results)]),
-    ):
-        lines += ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *docs, "```"]
+    more = ["ledger", "README", *EXTRA_PAGES, *(r.removesuffix(".md") for r in results)]
+    lines += _toctrees(
+        [
+            ("Lessons", [p.doc for p in pages if p.folder == "notebooks"]),
+            ("Lab reports", [p.doc for p in pages if p.folder == "bench"]),
+            ("More", more),
+        ]
+    )
     return "\n".join(lines)
 
 
@@ -491,7 +509,7 @@ def prepare(
     (src / "ledger.md").write_text(ledger_page(pages, missing), encoding="utf-8")
     results = results_pages(src)
     if lang == "zh":
-        index = index_page_zh(pages, missing, results)
+        index = index_page_zh(pages, results)
     else:
         index = index_page(pages, missing, results)
     (src / "index.md").write_text(index, encoding="utf-8")
