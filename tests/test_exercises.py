@@ -84,7 +84,123 @@ def test_copy_problems_sees_an_answer_left_in_and_a_cell_changed():
 
 def test_write_learner_copies(tmp_path):
     written = ex.write_learner_copies(tmp_path)
-    assert [p.name for p in written] == [p.name for p in NOTEBOOKS]
+    assert [o.path.name for o in written] == [p.name for p in NOTEBOOKS]
+    assert {o.action for o in written} == {"written"}
+    again = ex.write_learner_copies(tmp_path)
+    assert {(o.action, o.said) for o in again} == {("up to date", "unchanged")}
+
+
+# ---- a learner's work is never lost (issue 39) ---------------------------------------------
+
+
+def _lesson_and_copy(tmp_path: Path, lang: str = "en"):
+    """A tiny lesson in a notebooks/ of its own, and its learner copy written by sync_copy."""
+    (tmp_path / "notebooks").mkdir()
+    lesson = _tiny_lesson(tmp_path / "notebooks" / "99_tiny.ipynb", "x = 1")
+    copy = tmp_path / "exercises" / "99_tiny.ipynb"
+    copy.parent.mkdir()
+    assert ex.sync_copy(lesson, copy, lang).action == "written"
+    return lesson, copy
+
+
+def _edit(path: Path, index: int, source: str) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[index].source = source
+    nbformat.write(nb, path)
+
+
+def _sources(path: Path) -> list[str]:
+    return [c.source for c in nbformat.read(path, as_version=4).cells]
+
+
+def test_a_copy_the_learner_changed_is_kept_when_the_lesson_did_not_change(tmp_path):
+    lesson, copy = _lesson_and_copy(tmp_path)
+    _edit(copy, 1, "answer = 42")
+    outcome = ex.sync_copy(lesson, copy, "en")
+    assert (outcome.action, outcome.said) == ("up to date", "1 cell(s) yours, kept")
+    assert _sources(copy)[1] == "answer = 42"
+
+
+def test_an_unchanged_copy_takes_the_lessons_change(tmp_path):
+    lesson, copy = _lesson_and_copy(tmp_path)
+    _edit(lesson, 0, "x = 2")
+    outcome = ex.sync_copy(lesson, copy, "en")
+    assert outcome.action == "updated", outcome.line()
+    assert _sources(copy)[0] == "x = 2"
+
+
+def test_changes_in_other_cells_are_merged_and_the_old_copy_kept(tmp_path):
+    lesson, copy = _lesson_and_copy(tmp_path)
+    _edit(copy, 1, "answer = 42")
+    mine = nbformat.read(copy, as_version=4)
+    mine.cells.insert(2, nbformat.v4.new_markdown_cell("my note"))
+    nbformat.write(mine, copy)
+    _edit(lesson, 0, "x = 2")
+    outcome = ex.sync_copy(lesson, copy, "en")
+    assert outcome.action == "merged", outcome.line()
+    assert _sources(copy)[:3] == ["x = 2", "answer = 42", "my note"]
+    (old,) = (copy.parent / ".old").iterdir()
+    assert _sources(old)[:3] == ["x = 1", "answer = 42", "my note"]
+    assert ".old/" in outcome.said
+    # The merged copy still knows which cells are the learner's: a later change to the lesson's
+    # check (a cell the learner kept as written) merges again, and the answer stays.
+    _edit(lesson, 2, "assert answer == 42, answer")
+    assert ex.sync_copy(lesson, copy, "en").action == "merged"
+    assert _sources(copy)[1] == "answer = 42" and _sources(copy)[3].endswith(", answer")
+
+
+def test_a_cell_both_changed_is_kept_and_the_new_lesson_written_beside(tmp_path):
+    lesson, copy = _lesson_and_copy(tmp_path)
+    _edit(copy, 0, "x = 10  # mine")
+    _edit(lesson, 0, "x = 2")
+    outcome = ex.sync_copy(lesson, copy, "en")
+    assert outcome.action == "beside", outcome.line()
+    assert _sources(copy)[0] == "x = 10  # mine"
+    beside = copy.with_name("99_tiny.new.ipynb")
+    assert _sources(beside)[0] == "x = 2" and beside.name in outcome.said
+    _edit(beside, 1, "answer = 42  # worked on the new one")  # a .new the learner changed ...
+    _edit(lesson, 3, "print('bye')")
+    ex.sync_copy(lesson, copy, "en")
+    kept = [_sources(p)[1] for p in (copy.parent / ".old").iterdir()]
+    assert kept == ["answer = 42  # worked on the new one"]  # ... is kept too
+
+
+def test_reset_gives_a_fresh_copy_and_keeps_the_old_one(tmp_path):
+    lesson, copy = _lesson_and_copy(tmp_path)
+    _edit(copy, 1, "answer = 42")
+    outcome = ex.sync_copy(lesson, copy, "en", reset=True)
+    assert outcome.action == "reset"
+    assert _sources(copy)[1].startswith("# YOUR CODE HERE")
+    (old,) = (copy.parent / ".old").iterdir()
+    assert _sources(old)[1] == "answer = 42"
+
+
+def test_a_copy_from_before_fingerprints_is_kept_when_changed(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    lesson = _tiny_lesson(tmp_path / "notebooks" / "99_tiny.ipynb", "x = 1")
+    copy = tmp_path / "exercises" / "99_tiny.ipynb"
+    copy.parent.mkdir()
+    nb = ex.learner_copy(nbformat.read(lesson, as_version=4))
+    nbformat.write(nb, copy)  # as the kit wrote copies before issue 39: no fingerprint
+    assert ex.sync_copy(lesson, copy, "en").action == "up to date"  # recognised, stamped
+    nb.cells[1].source = "answer = 42"
+    nbformat.write(nb, copy)  # an old copy the learner answered in
+    _edit(lesson, 0, "x = 2")
+    nb.metadata.pop(ex.META, None)
+    outcome = ex.sync_copy(lesson, copy, "en")
+    assert outcome.action in ("merged", "kept"), outcome.line()
+    assert "answer = 42" in _sources(copy)
+
+
+def test_a_copy_keeps_its_own_language(tmp_path):
+    lesson, copy = _lesson_and_copy(tmp_path)
+    nb = nbformat.read(copy, as_version=4)
+    nb.metadata[ex.META]["lang"] = "zh"  # as if written by make lab LABKIT_LANG=zh
+    nbformat.write(nb, copy)
+    _edit(lesson, 0, "x = 2")
+    outcome = ex.sync_copy(lesson, copy, "en")
+    assert "kept in zh" in outcome.said and "--reset 99" in outcome.said
+    assert "还没有设置" in _sources(copy)[2]
 
 
 @pytest.mark.notebook

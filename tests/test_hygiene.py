@@ -180,10 +180,9 @@ STATE_CALL = re.compile(
 )
 
 
-def _state_api_calls_without_address(source: str) -> list[str]:
+def _state_api_calls(source: str) -> list[tuple[str, ast.Call]]:
     """Calls of ``ray.util.state``'s functions (imported by name, through the module under any
-    name, or spelled out) that pass no address: neither ``address=``, nor ``**kwargs``, nor, for
-    ``list_*``/``summarize_*``, a first positional argument."""
+    name, or spelled out), with the function's name."""
     tree = ast.parse(source)
     names, modules = set(), set()
     for node in ast.walk(tree):
@@ -203,15 +202,52 @@ def _state_api_calls_without_address(source: str) -> list[str]:
                 return func.attr
         return None
 
+    return [
+        (name, node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and (name := state_function(node.func)) is not None
+    ]
+
+
+def _state_api_calls_without_address(source: str) -> list[str]:
+    """Calls of ``ray.util.state``'s functions (imported by name, through the module under any
+    name, or spelled out) that pass no address: neither ``address=``, nor ``**kwargs``, nor, for
+    ``list_*``/``summarize_*``, a first positional argument."""
     missing = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or (name := state_function(node.func)) is None:
-            continue
+    for name, node in _state_api_calls(source):
         keywords = {k.arg for k in node.keywords}
         positional = bool(node.args) and not name.startswith("get_")
         if "address" not in keywords and None not in keywords and not positional:
             missing.append(name)
     return missing
+
+
+def _one_by_id(call: ast.Call) -> bool:
+    """Whether a listing's filters pin one thing by its id (``("object_id", "=", ...)``)."""
+    for kw in call.keywords:
+        if kw.arg == "filters" and isinstance(kw.value, (ast.List, ast.Tuple)):
+            for f in kw.value.elts:
+                if (
+                    isinstance(f, ast.Tuple)
+                    and len(f.elts) == 3
+                    and all(isinstance(e, ast.Constant) for e in f.elts[:2])
+                    and str(f.elts[0].value).endswith("_id")
+                    and f.elts[1].value == "="
+                ):
+                    return True
+    return False
+
+
+def _listings_without_limit(source: str) -> list[str]:
+    """``list_*`` calls that take the State API's default ``limit`` (100 rows, cut silently),
+    unless their filters pin one thing by its id."""
+    return [
+        name
+        for name, node in _state_api_calls(source)
+        if name.startswith("list_")
+        and not {"limit", None} & {k.arg for k in node.keywords}
+        and not _one_by_id(node)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -229,6 +265,40 @@ def _state_api_calls_without_address(source: str) -> list[str]:
 )
 def test_the_state_api_check_finds_a_call_without_address(source, missing):
     assert _state_api_calls_without_address(source) == missing
+
+
+@pytest.mark.parametrize(
+    "source, missing",
+    [
+        ("from ray.util.state import list_tasks\nlist_tasks(address=a)", ["list_tasks"]),
+        ("from ray.util.state import list_tasks\nlist_tasks(address=a, limit=10_000)", []),
+        ("from ray.util.state import list_tasks\nlist_tasks(address=a, **kw)", []),
+        (
+            'from ray.util.state import list_objects\nlist_objects(filters=[("object_id", "=", i)])',
+            [],
+        ),
+        (
+            'from ray.util.state import list_tasks\nlist_tasks(filters=[("state", "=", "FAILED")])',
+            ["list_tasks"],
+        ),
+        ("from ray.util.state import summarize_tasks\nsummarize_tasks(address=a)", []),
+    ],
+)
+def test_the_limit_check_finds_a_listing_a_bigger_size_can_overrun(source, missing):
+    assert _listings_without_limit(source) == missing
+
+
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
+def test_every_state_api_listing_sets_its_limit(path):
+    """A listing cut at the default 100 rows passes at smoke and fails at small (issue 39: 10's
+    200 queued tasks hid the stuck one)."""
+    nb = nbformat.read(path, as_version=4)
+    lines = [line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines()]
+    source = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+    assert not _listings_without_limit(source), (
+        f"{path.name}: pass limit= (10_000, the API server's most) to these State API listings, "
+        "or filter them to one id: the default cuts at 100 rows, silently"
+    )
 
 
 @pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)

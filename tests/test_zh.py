@@ -179,7 +179,7 @@ def test_glossary_terms_are_listed_once():
 
 
 def test_a_chinese_learner_copy_has_chinese_prose_and_the_chinese_check_message(tmp_path):
-    written = exercises.write_learner_copies(tmp_path, lang="zh")
+    written = [o.path for o in exercises.write_learner_copies(tmp_path, lang="zh")]
     copy = nbformat.read(next(p for p in written if p.name.startswith("01_")), as_version=4)
     lesson = nbformat.read(ROOT / "notebooks" / "01_remote_tasks.ipynb", as_version=4)
     assert copy.cells[0].source.startswith("# 01 · ")

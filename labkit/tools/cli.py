@@ -224,10 +224,13 @@ def cmd_lab(args: argparse.Namespace) -> int:
     from labkit.tools.exercises import write_learner_copies
 
     lang = zh.language()  # LABKIT_LANG=zh: Chinese copies (make lab LABKIT_LANG=zh)
-    copies = write_learner_copies(lang=lang)
+    outcomes = write_learner_copies(lang=lang)
+    for outcome in outcomes:
+        print(f"  {outcome.line()}")
     print(
-        f"learner copies ({lang}): {len(copies)} notebooks in {copies[0].parent}/ "
-        "(answers in notebooks/)"
+        f"learner copies: {len(outcomes)} notebooks in {outcomes[0].path.parent}/ (answers in "
+        "notebooks/; what you wrote is never overwritten: `labkit exercises --reset NN` for a "
+        "fresh copy)"
     )
     token = os.environ.get("LABKIT_LAB_TOKEN") or secrets.token_hex(24)
     cmd = lab_command(args.port, token, not args.no_browser)
@@ -381,18 +384,26 @@ def cmd_exercises(args: argparse.Namespace) -> int:
 
     lang = zh.language(args.lang)
     out = Path(args.out) if args.out else None
-    copies = exercises.write_learner_copies(out, lang)
-    print(f"labkit exercises: {len(copies)} learner copies in {copies[0].parent}")
+    outcomes = exercises.write_learner_copies(out, lang, tuple(args.reset or ()))
+    for outcome in outcomes:
+        print(f"labkit exercises: {outcome.line()}")
+    print(f"labkit exercises: {len(outcomes)} learner copies in {outcomes[0].path.parent}")
+    # A copy the learner changed is theirs: checked against its lesson only as the kit wrote it.
+    copies = [o.path for o in outcomes if o.action in ("written", "updated", "reset")]
+    copies += [o.path for o in outcomes if o.action == "up to date" and "yours" not in o.said]
+    copies.sort()
     if args.check:
         import nbformat
 
         bad = 0
         for path in copies:
             source = params.repo_root() / "notebooks" / path.name
+            copy = nbformat.read(path, as_version=4)
+            own = exercises.copy_language(copy, lang)
             lesson = nbformat.read(source, as_version=4)
-            if lang == "zh":
+            if own == "zh":
                 lesson = zh.translate(lesson, source)
-            problems = exercises.copy_problems(lesson, nbformat.read(path, as_version=4), lang)
+            problems = exercises.copy_problems(lesson, copy, own)
             bad += bool(problems)
             said = "WRONG: " + "; ".join(problems) if problems else "ok"
             print(f"labkit exercises: {path.name} {said}")
@@ -638,6 +649,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--check",
         action="store_true",
         help="check each copy against its lesson: answers stubbed, checks guarded, all else kept",
+    )
+    p.add_argument(
+        "--reset",
+        nargs="+",
+        metavar="NN",
+        help="replace these copies (numbers, or all) with fresh ones; the old ones go to .old/",
     )
     p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
     p.set_defaults(func=cmd_exercises)

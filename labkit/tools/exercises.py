@@ -4,13 +4,16 @@ In ``notebooks/`` every exercise is an ``answer`` cell (a worked answer, shown c
 by a ``check`` cell whose ``assert``s test what the answer built. :func:`learner_copy` keeps every
 cell but turns each answer into a ``# YOUR CODE HERE`` stub that leaves the names the check needs
 set to ``None``, and starts each check by saying which of them is still missing. ``labkit
-exercises`` writes the copies to ``exercises/`` (git-ignored); ``make lab`` does it too.
+exercises`` writes the copies to ``exercises/`` (git-ignored); ``make lab`` does it too, and
+never loses what a learner wrote there (:func:`sync_copy`).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from labkit import params
@@ -166,22 +169,210 @@ def copy_problems(nb, copy, lang: str = "en") -> list[str]:
     return problems
 
 
-def write_learner_copies(out_dir: str | Path | None = None, lang: str | None = None) -> list[Path]:
-    """Write a learner copy of every notebook in ``notebooks/`` to ``out_dir`` (``exercises/``),
-    in ``lang`` (default ``LABKIT_LANG``, else English): Chinese copies take their markdown from
-    ``zh/`` (:mod:`labkit.tools.zh`) and say "not set yet" in Chinese."""
+#: Where a learner copy records what the kit wrote: the copy's language and a fingerprint of
+#: each cell as written (by cell id), so a later write knows which cells the learner changed.
+META = "labkit"
+
+
+def cell_hash(cell) -> str:
+    """A short fingerprint of a cell's type and source (outputs and metadata left out: running
+    a cell or folding it changes neither)."""
+    return hashlib.sha1(f"{cell.cell_type}\0{cell.source}".encode()).hexdigest()[:12]
+
+
+def stamp(nb, lang: str):
+    """Record in ``nb``'s metadata its language and each cell's fingerprint, as written."""
+    nb.metadata[META] = {"lang": lang, "cells": {c.id: cell_hash(c) for c in nb.cells}}
+    return nb
+
+
+def copy_language(nb, default: str) -> str:
+    """The language a learner copy is in: as stamped, else told by its stubs' first line."""
+    lang = nb.metadata.get(META, {}).get("lang")
+    if lang in zh.LANGS:
+        return lang
+    for lang in zh.LANGS:
+        if any(c.source.startswith(zh.MESSAGES[lang]["stub_header"]) for c in nb.cells):
+            return lang
+    return default
+
+
+@dataclass
+class Outcome:
+    """What a write did to one learner copy, said in one line by :meth:`line`."""
+
+    path: Path
+    action: str  # written, up to date, updated, kept, merged, beside, reset
+    said: str
+
+    def line(self) -> str:
+        return f"{self.path.name}: {self.action}: {self.said}"
+
+
+def _changed(written: dict[str, str], nb) -> set[str]:
+    """Cell ids whose cell differs from what was written: changed, added or removed."""
+    now = {c.id: cell_hash(c) for c in nb.cells}
+    return {i for i, h in now.items() if written.get(i) != h} | (written.keys() - now.keys())
+
+
+def merge(mine, fresh, written: dict[str, str]):
+    """``fresh`` (the lesson's new learner copy) with every cell the learner changed or added
+    kept from ``mine``, and every cell neither side changed kept from ``mine`` with its outputs;
+    cells the learner removed stay removed unless the lesson changed them. Only for copies whose
+    changes do not overlap the lesson's (:func:`sync_copy` checks)."""
+    import copy as copying
+
+    out = copying.deepcopy(fresh)
+    by_id = {c.id: c for c in mine.cells}
+    upstream = _changed(written, fresh)
+    cells = []
+    for cell in fresh.cells:
+        if cell.id in by_id and cell.id not in upstream:
+            cells.append(copying.deepcopy(by_id[cell.id]))
+        elif cell.id in written and cell.id not in by_id and cell.id not in upstream:
+            continue  # the learner removed it; the lesson did not change it
+        else:
+            cells.append(cell)
+    placed = {c.id for c in cells}
+    previous = None
+    for cell in mine.cells:  # the learner's own cells, after the cell they followed
+        if cell.id not in written and cell.id not in placed:
+            at = next((k + 1 for k, c in enumerate(cells) if c.id == previous), len(cells))
+            cells.insert(at, copying.deepcopy(cell))
+            placed.add(cell.id)
+        previous = cell.id
+    out.cells = cells
+    return out
+
+
+def _keep_old(path: Path, old_dir: Path) -> Path:
+    """Move ``path`` into ``old_dir`` under a name with the time, never over another file."""
+    import time
+
+    old_dir.mkdir(parents=True, exist_ok=True)
+    when = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        target = old_dir / f"{path.stem}.{when}{f'-{n}' if n else ''}{path.suffix}"
+        if not target.exists():
+            path.rename(target)
+            return target
+    raise FileExistsError(f"no free name for {path.name} in {old_dir}")
+
+
+def _write_beside(fresh, target: Path, old_dir: Path) -> Path:
+    """Write ``fresh`` as ``NN_x.new.ipynb`` beside ``target``; a ``.new`` copy the learner
+    changed is moved to ``old_dir`` first."""
     import nbformat
 
+    beside = target.with_name(target.stem + ".new.ipynb")
+    if beside.exists():
+        there = nbformat.read(beside, as_version=4)
+        written = there.metadata.get(META, {}).get("cells")
+        if written is None or _changed(written, there):
+            _keep_old(beside, old_dir)
+    nbformat.write(fresh, beside)
+    return beside
+
+
+def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> Outcome:
+    """Bring the learner copy ``target`` of ``lesson`` up to date without losing anything the
+    learner wrote (nbgitpuller's rule):
+
+    * no copy yet, or ``reset`` (the old copy moved to ``.old/`` first): the lesson's copy;
+    * a copy the learner has not changed: replaced when the lesson changed;
+    * a copy the learner changed, the lesson unchanged: kept as it is;
+    * both changed, in different cells: merged (the learner's cells kept, the lesson's changed
+      cells taken; the copy before the merge kept in ``.old/``);
+    * both changed in the same cell, or a copy written before fingerprints: kept, and the
+      lesson's copy written beside it as ``NN_x.new.ipynb``.
+
+    A copy stays in its own language (``lang`` is for new copies): a Chinese copy is updated in
+    Chinese by a plain ``make lab``, and the line says so."""
+    import nbformat
+
+    old_dir = target.parent / ".old"
+    moved = _keep_old(target, old_dir) if reset and target.exists() else None
+    if not target.exists():
+        fresh = stamp(learner_copy(_lesson(lesson, lang), lang), lang)
+        nbformat.write(fresh, target)
+        if moved:
+            return Outcome(target, "reset", f"a fresh copy; yours is in {_rel(moved)}")
+        return Outcome(target, "written", f"a new copy ({lang})")
+    mine = nbformat.read(target, as_version=4)
+    own = copy_language(mine, lang)
+    fresh = stamp(learner_copy(_lesson(lesson, own), own), own)
+    note = f" (kept in {own}, its own language; --reset {lesson.name[:2]} for {lang})"
+    note = note if own != lang else ""
+    written = mine.metadata.get(META, {}).get("cells")
+    if written is None:  # a copy from before fingerprints: was it changed? compare with today's
+        if [cell_hash(c) for c in mine.cells] == list(fresh.metadata[META]["cells"].values()):
+            mine.metadata[META] = fresh.metadata[META]
+            nbformat.write(mine, target)
+            return Outcome(target, "up to date", "unchanged since the kit wrote it" + note)
+        beside = _write_beside(fresh, target, old_dir)
+        return Outcome(
+            target,
+            "kept",
+            f"yours, as you left it; the lesson as it is now is {beside.name}" + note,
+        )
+    learner, upstream = _changed(written, mine), _changed(written, fresh)
+    if not upstream:
+        said = f"{len(learner)} cell(s) yours, kept" if learner else "unchanged"
+        return Outcome(target, "up to date", said + note)
+    if not learner:
+        nbformat.write(fresh, target)
+        return Outcome(target, "updated", f"the lesson changed {len(upstream)} cell(s)" + note)
+    if learner & upstream:
+        beside = _write_beside(fresh, target, old_dir)
+        return Outcome(
+            target,
+            "beside",
+            f"yours kept; the lesson changed {len(learner & upstream)} cell(s) you changed too, "
+            f"so its new version is {beside.name} (copy your answers across, or "
+            f"--reset {lesson.name[:2]})" + note,
+        )
+    merged = merge(mine, fresh, written)
+    moved = _keep_old(target, old_dir)
+    nbformat.write(merged, target)
+    return Outcome(
+        target,
+        "merged",
+        f"the lesson's {len(upstream)} changed cell(s) taken, your {len(learner)} kept "
+        f"(your copy before: {_rel(moved)})" + note,
+    )
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(params.repo_root()))
+    except ValueError:
+        return str(path)
+
+
+def _lesson(path: Path, lang: str):
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    return zh.translate(nb, path) if lang == "zh" else nb
+
+
+def lessons() -> list[Path]:
+    """The lessons, in order: what learner copies are made of."""
+    return sorted((params.repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def write_learner_copies(
+    out_dir: str | Path | None = None, lang: str | None = None, reset: tuple[str, ...] = ()
+) -> list[Outcome]:
+    """Bring a learner copy of every lesson in ``notebooks/`` up to date in ``out_dir``
+    (``exercises/``), never losing what a learner wrote (:func:`sync_copy`); new copies in
+    ``lang`` (default ``LABKIT_LANG``, else English): Chinese copies take their markdown from
+    ``zh/`` (:mod:`labkit.tools.zh`) and say "not set yet" in Chinese. ``reset`` names the
+    lessons (``"01"``, or ``"all"``) whose copies are replaced, the old ones kept in ``.old/``."""
     lang = zh.language(lang)
-    root = params.repo_root()
-    out = Path(out_dir) if out_dir else root / "exercises"
+    out = Path(out_dir) if out_dir else params.repo_root() / "exercises"
     out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        if lang == "zh":
-            nb = zh.translate(nb, path)
-        target = out / path.name
-        nbformat.write(learner_copy(nb, lang), target)
-        written.append(target)
-    return written
+    return [
+        sync_copy(path, out / path.name, lang, reset="all" in reset or path.name[:2] in reset)
+        for path in lessons()
+    ]
