@@ -274,7 +274,8 @@ def test_the_state_api_check_finds_a_call_without_address(source, missing):
         ("from ray.util.state import list_tasks\nlist_tasks(address=a, limit=10_000)", []),
         ("from ray.util.state import list_tasks\nlist_tasks(address=a, **kw)", []),
         (
-            'from ray.util.state import list_objects\nlist_objects(filters=[("object_id", "=", i)])',
+            "from ray.util.state import list_objects\n"
+            'list_objects(filters=[("object_id", "=", i)])',
             [],
         ),
         (

@@ -53,6 +53,189 @@ def _skip_or_fail(why: str) -> None:
     pytest.skip(why)
 
 
+# ---------------------------------------------------------------- 1. a learner over two days
+
+
+def _git(*args: str, cwd: Path) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="kit", GIT_AUTHOR_EMAIL="kit@example.invalid",
+               GIT_COMMITTER_NAME="kit", GIT_COMMITTER_EMAIL="kit@example.invalid")  # fmt: skip
+    out = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, f"git {' '.join(args)}: {out.stderr}"
+    return out.stdout
+
+
+def _learner_clone(upstream: Path, where: Path) -> Path:
+    """A learner's clone of ``upstream``, with a ``.venv`` that ``make`` takes as installed: a
+    venv of its own whose ``labkit`` is this clone's code and whose other packages are the
+    suite's (installing them again would take minutes and the network)."""
+    _git("clone", "--quiet", str(upstream), str(where), cwd=upstream.parent)
+    venv = where / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    ours = next(Path(sys.prefix).glob("lib/python3*/site-packages"))
+    (site / "00-labkit.pth").write_text(f"{where}\n")  # this clone's labkit first ...
+    (site / "01-packages.pth").write_text(f"{ours}\n")  # ... then the suite's packages
+    for shared in ("share", "etc"):  # JupyterLab's assets and its server extensions' config
+        if (Path(sys.prefix) / shared).exists():
+            (venv / shared).symlink_to(Path(sys.prefix) / shared)
+    (venv / "bin" / "labkit").write_text(
+        f"#!{venv}/bin/python\nimport sys\nfrom labkit.tools.cli import main\nsys.exit(main())\n"
+    )
+    (venv / "bin" / "labkit").chmod(0o755)
+    if (ROOT / ".tools").exists():  # lesson 10's Prometheus, as `make tools` left it
+        (where / ".tools").symlink_to(ROOT / ".tools")
+    (venv / ".installed-stamp").touch()  # newer than pyproject.toml: make installs nothing
+    return where
+
+
+class Lab:
+    """``make lab`` (or another command that starts ``labkit lab``), started as a person starts
+    it, the server found from the URL it prints, and stopped by its process group."""
+
+    def __init__(self, command: list[str], cwd: Path, env: dict[str, str]):
+        self.proc = subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self.url = self.token = None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip())
+            if m := re.search(r"JupyterLab on (http://127\.0\.0\.1:\d+)/lab\?token=(\w+)", line):
+                self.url, self.token = m.groups()
+                break
+        assert self.url, "make lab printed no JupyterLab URL:\n" + "\n".join(self.lines)
+        self.headers = {"Authorization": f"token {self.token}"}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/api/status", headers=self.headers).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise AssertionError("JupyterLab never answered /api/status")
+
+    def said(self, notebook: str) -> str:
+        """The line ``make lab`` printed about a learner copy."""
+        return next(line for line in self.lines if line.strip().startswith(f"{notebook}:"))
+
+    def get(self, path: str) -> dict:
+        r = httpx.get(f"{self.url}/api/contents/{path}", headers=self.headers, timeout=30)
+        r.raise_for_status()
+        return r.json()["content"]
+
+    def save(self, path: str, nb: dict) -> None:
+        """Save as the browser does: a PUT of the whole notebook to the contents API."""
+        body = {"type": "notebook", "format": "json", "content": nb}
+        r = httpx.put(f"{self.url}/api/contents/{path}", headers=self.headers, json=body,
+                      timeout=30)  # fmt: skip
+        r.raise_for_status()
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+
+
+def _answer_first_exercise(lab: Lab, copy: str, answer: str) -> None:
+    """Write ``answer`` into the copy's first answer cell, as a learner types and saves it."""
+    nb = lab.get(copy)
+    cell = next(c for c in nb["cells"] if "answer" in c["metadata"].get("tags", []))
+    cell["source"] = answer
+    lab.save(copy, nb)
+
+
+def _check_passes(clone: Path, copy: str, env: dict[str, str]) -> None:
+    """Run the learner copy in its clone's kernel up to its first check (and the teardown
+    cell): the check must pass."""
+    code = f"""
+import nbformat, nbclient
+nb = nbformat.read({str(clone / copy)!r}, as_version=4)
+first = next(i for i, c in enumerate(nb.cells) if "check" in c.metadata.get("tags", []))
+nb.cells = nb.cells[: first + 1] + [c for c in nb.cells if c.cell_type == "code"][-1:]
+where = {{"metadata": {{"path": {str(clone / "exercises")!r}}}}}
+nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources=where).execute()
+print("first check passed")
+"""
+    out = subprocess.run([str(clone / ".venv/bin/python"), "-c", code], cwd=clone, env=env,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, f"{copy}'s first check failed:\n{out.stderr[-3000:]}"
+
+
+def _lesson_answer(lesson: str) -> str:
+    nb = nbformat.read(next((ROOT / "notebooks").glob(f"{lesson}_*.ipynb")), as_version=4)
+    return next(c.source for c in nb.cells if "answer" in c.metadata.get("tags", []))
+
+
+def _change_upstream(upstream: Path, lesson: str, line: str) -> None:
+    """A change to a lesson, committed upstream: ``line`` added to its setup cell."""
+    path = next((upstream / "notebooks").glob(f"{lesson}_*.ipynb"))
+    nb = nbformat.read(path, as_version=4)
+    setup = next(c for c in nb.cells if "labkit.setup(" in c.source)
+    setup.source += f"\n{line}"
+    nbformat.write(nb, path)
+    _git("commit", "--quiet", "-am", f"lesson {lesson} changed upstream", cwd=upstream)
+
+
+@pytest.mark.parametrize("first_lang", ["en", "zh"])
+def test_a_learner_over_two_days(tmp_path, first_lang):
+    """Day 1: ``make lab`` (``LABKIT_LANG=zh`` for the Chinese reader), an answer saved through
+    JupyterLab, its check passes. Day 2: the lesson changed upstream, ``git pull``, a plain
+    ``make lab``: the answer is still there, the change reached the copy, the check passes."""
+    upstream = tmp_path / "upstream"
+    _git("clone", "--quiet", str(ROOT), str(upstream), cwd=tmp_path)
+    clone = _learner_clone(upstream, tmp_path / "learner")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = _fresh_env(home, BROWSER="true", LABKIT_SIZE="smoke", RAY_TMPDIR=os.environ["RAY_TMPDIR"])
+    # BROWSER=true: JupyterLab "opens" the page with the `true` command, not the box's Chromium;
+    # SIZE=smoke: the check runs in CI's time (a learner's default is small).
+    day1 = readme.script("readme.zh:set-up" if first_lang == "zh" else "set-up")
+    copy = "exercises/01_remote_tasks.ipynb"
+    answer = _lesson_answer("01").replace("# ANSWER", "# MY ANSWER", 1)
+
+    lab = Lab(["bash", "-c", day1], clone, env)
+    try:
+        assert lab.said("01_remote_tasks.ipynb").endswith(f"written: a new copy ({first_lang})")
+        _answer_first_exercise(lab, copy, answer)
+    finally:
+        lab.stop()
+    _check_passes(clone, copy, env)
+
+    _change_upstream(upstream, "01", 'print("a change from upstream")')
+    _git("pull", "--quiet", "--ff-only", cwd=clone)
+    lab = Lab(["bash", "-c", readme.script("set-up")], clone, env)  # a plain make lab
+    try:
+        said = lab.said("01_remote_tasks.ipynb")
+        assert " merged: " in said and ".old/" in said, said
+        nb = nbformat.reads(json.dumps(lab.get(copy)), as_version=4)
+    finally:
+        lab.stop()
+    sources = [c.source for c in nb.cells]
+    assert answer in sources, "the learner's answer is gone"
+    assert any(s.endswith('print("a change from upstream")') for s in sources), said
+    stub = [s for s in sources if s.startswith("# ")]
+    if first_lang == "zh":  # the copies stay Chinese after a plain make lab
+        assert "kept in zh" in said and any("在这里写你的代码" in s for s in stub), said
+        assert "kept in zh" in lab.said("00_welcome_and_setup.ipynb")
+    _check_passes(clone, copy, env)
+    print(f"\n{first_lang} learner, day 2: {said}")
+    if first_lang == "zh":  # the README's Chinese block: copies elsewhere, lesson 00 in Chinese
+        script = readme.script("chinese", {"<folder>": str(tmp_path / "zh-copies")})
+        out = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True,
+                             text=True, timeout=600)  # fmt: skip
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        assert "00_welcome_and_setup.ipynb ok" in out.stdout, out.stdout[-3000:]
+        run = next((clone / "runs").glob("*/00_welcome_and_setup.ipynb"))
+        assert nbformat.read(run, as_version=4).cells[0].source.startswith("# 00 · ")
+
+
 # ---------------------------------------------------------------- 2. two machines
 
 
@@ -110,7 +293,7 @@ def test_an_instructor_with_two_machines(tmp_path):
         machines[name] = {"root": root}
     net = netns.create(tag, 2, lambda n: state.write_text(json.dumps(n)), owner=str(state))
     try:
-        for (name, m), node in zip(machines.items(), net["nodes"]):
+        for m, node in zip(machines.values(), net["nodes"]):
             m.update(ns=node["ns"], ip=node["ip"])
             m["env"] = _fresh_env(m["root"] / "home", RAY_TMPDIR=str(m["root"] / "tmp"))
         head, worker = machines["head"], machines["worker"]
