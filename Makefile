@@ -11,7 +11,7 @@ NOTEBOOKS := $(if $(NB),$(foreach n,$(NB),$(wildcard notebooks/$(n)*.ipynb)),not
 # A per-cell guard against hangs (a few times a notebook's budget), not a speed test.
 CELL_TIMEOUT ?= 600
 
-.PHONY: install lab test test-unit bench test-cluster test-exercises test-rerun exercises run lint strip clean doctor prometheus tools site browser test-browser
+.PHONY: install lab test test-unit test-journeys test-small bench test-cluster test-exercises test-rerun exercises run lint strip clean doctor prometheus tools site browser test-browser
 
 # SLOW_IMPORT: every Ray process (driver, each worker, each actor) imports jsonschema, and
 # jsonschema imports rfc3987-syntax when it is installed (JupyterLab's jupyter-events pulls it in
@@ -60,13 +60,33 @@ test: install tools
 	@test -n "$(NOTEBOOKS)" || { echo "no notebook matches NB=$(NB)"; exit 2; }
 	LABKIT_SIZE=smoke LABKIT_LOGICAL_GPUS=1 LABKIT_RESULTS_DIR=runs/test RAY_ADDRESS= \
 	  LABKIT_NB="$(NB)" LABKIT_CELL_TIMEOUT=$(CELL_TIMEOUT) \
-	  $(PY) -m pytest tests -m "not browser" --durations=0 --durations-min=1.0
+	  $(PY) -m pytest tests -m "not browser and not journey" --durations=0 --durations-min=1.0
 
 # The fast tier: no notebook, no Ray, no server (markers in pyproject.toml; a test that starts
 # Ray here fails and names the marker it lacks). Minutes, not half an hour.
 test-unit: install
 	LABKIT_TEST_TIER=unit LABKIT_SIZE=smoke RAY_ADDRESS= \
-	  $(PY) -m pytest tests -m "not ray and not notebook and not network and not browser" -q --durations=5
+	  $(PY) -m pytest tests -m "not ray and not notebook and not network and not browser and not journey" -q --durations=5
+
+# Users' journeys end to end (tests/test_journeys.py): a learner over two days in English and in
+# Chinese (make lab from the README, an answer saved through JupyterLab, the lesson changed
+# upstream), an instructor's two machines as the README's steps say (as root: two network
+# namespaces) with every listening port checked against the README, a newcomer's make test-unit
+# and labkit doctor on a fresh clone; then the day's notebook at SIZE=small (labkit small
+# --rotation: a lesson the submission touches first, else each lesson and lab report in turn).
+# REQUIRE_JOURNEYS=1 (CI) fails where a journey would skip (no root for namespaces).
+test-journeys: install tools
+	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-journeys RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
+	  LABKIT_REQUIRE_JOURNEYS=$(REQUIRE_JOURNEYS) \
+	  $(PY) -m pytest tests/test_journeys.py -m journey -v -s --durations=0
+	LABKIT_RESULTS_DIR=runs/test-small RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
+	  $(VENV)/bin/labkit small --rotation
+
+# Notebooks at SIZE=small, a learner's default: make test-small NB="10 12" (lab reports: lab_tasks).
+test-small: install tools
+	@test -n "$(NB)" || { echo 'make test-small: name the notebooks, NB="10 12"'; exit 2; }
+	LABKIT_RESULTS_DIR=runs/test-small RAY_ADDRESS= LABKIT_LOGICAL_GPUS= \
+	  $(VENV)/bin/labkit small $(NB)
 
 # The lessons on a multi-node cluster (labkit/tools/clustercheck.py): a 0-CPU head and two worker nodes
 # (1 CPU, 2 logical GPUs each; as root, each in a network namespace with a 198.18.x.x address),

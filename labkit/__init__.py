@@ -60,6 +60,7 @@ _ROOMS = {
         "exercises",
         "gpucheck",
         "nbrun",
+        "readme",
         "site",
         "touched",
         "workshop",

@@ -59,8 +59,26 @@ def test_doctor_reports_what_a_helper_needs():
     if shutil.which("chromium") and shutil.which("chromedriver"):  # after `make browser`
         assert report["browser"].startswith("Chromium ")
         assert report["browser driver"].startswith("ChromeDriver ")
-    out = subprocess.run(LABKIT + ["doctor", "--json"], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout)["ray"].startswith("2.60")
+    out = subprocess.run(LABKIT + ["doctor", "--json"], capture_output=True, text=True)
+    said = json.loads(out.stdout)
+    assert said["ray"].startswith("2.60")
+    assert out.returncode == (1 if said["problems"] else 0), said["problems"]
+
+
+def test_doctor_names_a_taken_port_in_one_line_and_fails():
+    import socket
+
+    from labkit.runtime.net import listening
+
+    if listening(doctor.LAB_PORT):
+        pytest.skip(f"port {doctor.LAB_PORT} is taken already")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", doctor.LAB_PORT))
+        held.listen()
+        out = subprocess.run(LABKIT + ["doctor"], capture_output=True, text=True)
+    assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr
+    (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("labkit doctor: PROBLEM")]
+    assert f"port {doctor.LAB_PORT} on 127.0.0.1 is taken" in line
 
 
 def test_ray_starts_without_the_slow_jsonschema_import(monkeypatch):
@@ -192,3 +210,20 @@ def test_the_rerun_rotation_reaches_every_other_lesson_in_as_many_days():
     assert picked == {path.name[:2] for path in others}
     assert {"10", "11", "12"} <= picked and not {"04", "07"} & picked
     assert cli.rotation_pick(1, lessons, lessons) is None
+
+
+def test_the_small_rotation_reaches_every_notebook_within_three_weeks():
+    items = cli.small_rotation()
+    assert len(items) <= 21, "more notebooks than days in three weeks: run two a day"
+    picks = {cli.small_pick(day, [])[0] for day in range(1, len(items) + 1)}
+    assert picks == set(items)
+    assert any(p.name.startswith("lab_") for p in items) and any(p.name[:2] == "10" for p in items)
+
+
+def test_a_touched_lesson_goes_first_at_small():
+    lessons = cli.notebooks_to_run([])
+    touched = [lessons[9], lessons[10]]
+    pick, why = cli.small_pick(7, touched)
+    assert pick in touched and "the submission touches 09, 10" in why
+    pick, why = cli.small_pick(7, [])
+    assert pick == cli.small_rotation()[7 % len(cli.small_rotation())] and "day 7" in why

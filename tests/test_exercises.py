@@ -1,5 +1,6 @@
 """Learner copies: answers stubbed with their names left unset, checks kept and guarded."""
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -9,7 +10,8 @@ from labkit import exercises as ex
 from labkit import nbrun
 from labkit.tools import zh
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def _nb(answer: str, check: str):
@@ -180,7 +182,7 @@ def test_a_copy_from_before_fingerprints_is_kept_when_changed(tmp_path):
     lesson = _tiny_lesson(tmp_path / "notebooks" / "99_tiny.ipynb", "x = 1")
     copy = tmp_path / "exercises" / "99_tiny.ipynb"
     copy.parent.mkdir()
-    nb = ex.learner_copy(nbformat.read(lesson, as_version=4))
+    nb = ex.learner_copy(nbformat.read(lesson, as_version=4), lesson=lesson.name)
     nbformat.write(nb, copy)  # as the kit wrote copies before issue 39: no fingerprint
     assert ex.sync_copy(lesson, copy, "en").action == "up to date"  # recognised, stamped
     nb.cells[1].source = "answer = 42"
@@ -272,3 +274,42 @@ def test_run_lesson_fails_a_cell_that_runs_past_its_timeout(tmp_path):
         nbrun.run_lesson(lesson, out=tmp_path / "out.ipynb", timeout=2)
     written = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     assert written.cells[-1].outputs[0]["ename"] == "NameError"  # the teardown ran after it
+
+
+# ---- what a learner copy says (issue 39) ---------------------------------------------------
+
+
+def _exercise_text(nb, answer_index: int) -> str:
+    """The markdown that introduces an exercise: the nearest markdown cell above its answer."""
+    k = answer_index - 1
+    while nb.cells[k].cell_type != "markdown":
+        k -= 1
+    return nb.cells[k].source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_each_exercise_names_every_variable_its_check_reads(path):
+    """A learner's stub sets these to None; the text must say which names to fill."""
+    nb = nbformat.read(path, as_version=4)
+    for a, c in ex.exercise_pairs(nb):
+        names = ex.needed_names(nb.cells[a].source, nb.cells[c].source)
+        text = _exercise_text(nb, a)
+        unnamed = [n for n in names if not re.search(rf"`{n}[`(\[.]", text)]
+        assert not unnamed, f"{path.name}: the exercise above cell {a} never names {unnamed}"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_learner_copy_says_where_to_write_and_where_the_worked_answer_is(tmp_path, lang):
+    for outcome in ex.write_learner_copies(tmp_path, lang=lang):
+        copy = nbformat.read(outcome.path, as_version=4)
+        text = "\n".join(c.source for c in copy.cells if c.cell_type == "markdown")
+        assert not re.search(zh.PREFILLED[lang], text), (
+            f"{outcome.path.name}: the copy still says its answer is filled in"
+        )
+        lesson = nbformat.read(ROOT / "notebooks" / outcome.path.name, as_version=4)
+        for a, _ in ex.exercise_pairs(lesson):
+            stub = copy.cells[a].source
+            assert f"notebooks/{outcome.path.name}" in stub.splitlines()[1], stub
+            intro = _exercise_text(copy, a)
+            if zh.message("learner_note", lang, lesson=outcome.path.name) not in intro:
+                assert not re.search(r"(?i)pre-?filled|预先填好", intro), intro

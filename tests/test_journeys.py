@@ -347,3 +347,45 @@ def test_an_instructor_with_two_machines(tmp_path):
             shutil.rmtree(m["root"], ignore_errors=True)
     assert not left, f"processes left in the namespaces: {left}"
     assert not [n for n in netns.namespaces() if n.startswith(f"{netns.PREFIX}-{tag}")]
+
+
+# ---------------------------------------------------------------- 3. a newcomer
+
+
+def test_a_newcomer_on_a_fresh_clone(tmp_path):
+    """``make test-unit`` on a fresh clone (the fast tier a newcomer runs first), timed; then
+    ``labkit doctor`` says what it checked, and with a piece missing (no Chromium on PATH)
+    fails with one line naming it, never a traceback."""
+    clone = _learner_clone(ROOT, tmp_path / "clone")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = _fresh_env(home, BROWSER="true")
+    started = time.monotonic()
+    out = subprocess.run(["make", "test-unit"], cwd=clone, env=env, capture_output=True,
+                         text=True, timeout=900)  # fmt: skip
+    took = time.monotonic() - started
+    tail = out.stdout[-3000:] + out.stderr[-2000:]
+    assert out.returncode == 0, tail
+    summary = [ln for ln in out.stdout.splitlines() if re.search(r"\d+ passed", ln)]
+    print(f"\nnewcomer: make test-unit on a fresh clone in {took:.0f} s: {summary[-1:]}")
+
+    labkit = str(clone / ".venv" / "bin" / "labkit")
+    doctor = subprocess.run([labkit, "doctor"], cwd=clone, env=env, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    said = doctor.stdout + doctor.stderr
+    assert "Traceback" not in said and "ray  " in said, said
+    verdict = [ln for ln in doctor.stdout.splitlines() if ln.startswith("labkit doctor:")]
+    if doctor.returncode == 0:
+        assert verdict == [verdict[-1]] and "checks above, nothing missing" in verdict[-1], said
+    else:  # this machine lacks a piece: each named in one line
+        assert verdict and all(": PROBLEM: " in ln for ln in verdict), said
+
+    bare = tmp_path / "bin"  # a PATH with no Chromium and no chromedriver on it
+    bare.mkdir()
+    missing = subprocess.run([labkit, "doctor"], cwd=clone, env=env | {"PATH": str(bare)},
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    said = missing.stdout + missing.stderr
+    assert missing.returncode == 1 and "Traceback" not in said, said
+    problems = [ln for ln in missing.stdout.splitlines() if ": PROBLEM: " in ln]
+    assert any("no Chromium or no chromedriver: `make browser`" in ln for ln in problems), said
+

@@ -22,20 +22,30 @@ from labkit.tools.nbrun import error_line, write_summary
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from labkit.tools.doctor import report as doctor_report
+    from labkit import lang
+    from labkit.tools import doctor
 
-    report = doctor_report()
+    try:
+        report = doctor.report()
+    except Exception as exc:  # one line a helper can read, never a traceback
+        print(f"labkit doctor: could not finish its checks: {type(exc).__name__}: {exc}")
+        return 2
+    problems = doctor.problems(report)
     if args.json:
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        from labkit import lang
-
-        labels = {k: lang.DOCTOR_LABELS.get(k, k) if lang.is_zh() else k for k in report}
-        width = max(lang.display_width(v) for v in labels.values())
-        for key, value in report.items():
-            pad = " " * (width - lang.display_width(labels[key]))
-            print(f"{labels[key]}{pad}  {value}")
-    return 0
+        print(json.dumps(report | {"problems": problems}, indent=2, default=str))
+        return 1 if problems else 0
+    zh = lang.is_zh()
+    labels = {k: lang.DOCTOR_LABELS.get(k, k) if zh else k for k in report}
+    width = max(lang.display_width(v) for v in labels.values())
+    for key, value in report.items():
+        pad = " " * (width - lang.display_width(labels[key]))
+        print(f"{labels[key]}{pad}  {value}")
+    for problem in problems:
+        print(f"labkit doctor: {'问题' if zh else 'PROBLEM'}: {problem}")
+    if not problems:
+        said = f"以上 {len(report)} 项都检查过，没有发现问题" if zh else "nothing missing"
+        print(f"labkit doctor: {said if zh else f'{len(report)} checks above, {said}'}")
+    return 1 if problems else 0
 
 
 # ---------------------------------------------------------------- run
@@ -403,7 +413,7 @@ def cmd_exercises(args: argparse.Namespace) -> int:
             lesson = nbformat.read(source, as_version=4)
             if own == "zh":
                 lesson = zh.translate(lesson, source)
-            problems = exercises.copy_problems(lesson, copy, own)
+            problems = exercises.copy_problems(lesson, copy, own, path.name)
             bad += bool(problems)
             said = "WRONG: " + "; ".join(problems) if problems else "ok"
             print(f"labkit exercises: {path.name} {said}")
@@ -470,6 +480,56 @@ def cmd_rerun(args: argparse.Namespace) -> int:
             failed += 1
             status = f"FAILED: {nbrun.error_line(exc)}"
         print(f"labkit rerun: {path.name} {status} ({time.monotonic() - start:.0f} s)", flush=True)
+    return 1 if failed else 0
+
+
+def small_rotation() -> list[Path]:
+    """What the ``small`` rotation runs, one a day: every lesson, then every lab report (20
+    today, so each comes round within three weeks)."""
+    return notebooks_to_run([]) + sorted((params.repo_root() / "bench").glob("lab_*.ipynb"))
+
+
+def small_pick(day_of_year: int, touched: list[Path]) -> tuple[Path, str]:
+    """The day's notebook at ``small``, and why: a lesson the submission touches first (each in
+    turn, by the day), else the rotation's notebook of the day."""
+    if touched:
+        pick = touched[day_of_year % len(touched)]
+        names = ", ".join(p.name[:2] for p in touched)
+        return pick, f"the submission touches {names}: {pick.name} goes first"
+    items = small_rotation()
+    pick = items[day_of_year % len(items)]
+    return pick, f"day {day_of_year} of the rotation ({len(items)} notebooks): {pick.name}"
+
+
+def cmd_small(args: argparse.Namespace) -> int:
+    """Notebooks at ``SIZE=small``, a learner's default: those named, or the day's pick."""
+    import os
+
+    from labkit.tools import nbrun, touched
+
+    chosen = notebooks_to_run(args.notebooks) if args.notebooks else []
+    if args.rotation:
+        base = os.environ.get("RERUN_BASE") or touched.session_base()
+        direct, _ = touched.touched_lessons(touched.changed_files(base), notebooks_to_run([]))
+        pick, why = small_pick(time.localtime().tm_yday, direct)
+        print(f"labkit small: {why}")
+        chosen = chosen + [pick] * (pick not in chosen)
+    if not chosen:
+        raise SystemExit("labkit small: name notebooks (10 12, lab_tasks) or pass --rotation")
+    out = params.resolve_path(os.environ.get("LABKIT_RESULTS_DIR") or "runs/test-small")
+    failed = 0
+    for path in chosen:
+        start = time.monotonic()
+        try:
+            with nbrun.environ({"LABKIT_SIZE": "small"}):
+                nbrun.run_lesson(path, out=out / path.name, timeout=args.cell_timeout,
+                                 exercises=not path.name.startswith("lab_"))  # fmt: skip
+            status = "ok"
+        except Exception as exc:  # noqa: BLE001 - report each notebook, then fail at the end
+            failed += 1
+            status = f"FAILED: {nbrun.error_line(exc)}"
+        took = time.monotonic() - start
+        print(f"labkit small: {path.name} at small {status} ({took:.0f} s)", flush=True)
     return 1 if failed else 0
 
 
@@ -680,6 +740,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--plan", action="store_true", help="say what would run, and run nothing")
     p.set_defaults(func=cmd_rerun)
+
+    p = sub.add_parser("small", help="run notebooks at SIZE=small, a learner's default")
+    p.add_argument("notebooks", nargs="*", help="numbers like 10, or lab_tasks")
+    p.add_argument(
+        "--rotation",
+        action="store_true",
+        help="add the day's pick: a lesson the submission touches, else each notebook in turn",
+    )
+    p.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
+    p.set_defaults(func=cmd_small)
 
     p = sub.add_parser(
         "guard", help="find removed or deprecated Ray/PyTorch APIs outside blog-error cells"

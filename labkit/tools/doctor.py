@@ -1,4 +1,5 @@
-"""``labkit doctor``: what a workshop helper asks for first, as a dict (the CLI prints it)."""
+"""``labkit doctor``: what a workshop helper asks for first, as a dict (the CLI prints it), and
+the missing pieces that would stop the kit here, one line each (:func:`problems`)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,44 @@ def report() -> dict[str, Any]:
     report["browser"] = tool_version("chromium", "chromium-browser", "google-chrome")
     report["browser driver"] = tool_version("chromedriver")
     return report
+
+
+#: JupyterLab's port under ``make lab`` (``labkit lab --port`` picks another).
+LAB_PORT = 8888
+#: Room ``/dev/shm`` needs: the object store of a ``small`` lesson's session lives there.
+SHM_MIN_GIB = 1.0
+
+
+def problems(report: dict[str, Any]) -> list[str]:
+    """What in ``report`` would stop a lesson, ``make lab`` or ``make test-browser`` here, one
+    line each, naming the piece and what to do (empty when nothing does)."""
+    import psutil
+
+    found = []
+    for package in ("ray", "torch"):
+        if report.get(package) == "NOT INSTALLED":
+            found.append(f"{package} is not installed: run `make install`")
+    if sys.platform.startswith("linux"):
+        if not Path("/dev/shm").exists():
+            found.append("/dev/shm is missing: Ray's object store needs it (Docker: --shm-size)")
+        elif (free := psutil.disk_usage("/dev/shm").free / 2**30) < SHM_MIN_GIB:
+            found.append(
+                f"/dev/shm has {free:.2f} GiB free (needs {SHM_MIN_GIB:g}): Ray's object store "
+                "lives there (Docker: --shm-size=8g)"
+            )
+    if listening(LAB_PORT):
+        found.append(
+            f"port {LAB_PORT} on 127.0.0.1 is taken: `make lab` starts JupyterLab there "
+            f"(use `.venv/bin/labkit lab --port 8899`, or stop what holds it)"
+        )
+    if report.get("browser", "").startswith("none") or report.get(
+        "browser driver", ""
+    ).startswith("none"):
+        found.append(
+            "no Chromium or no chromedriver: `make browser` installs both (only "
+            "`make test-browser` needs them)"
+        )
+    return found
 
 
 def tool_version(*names: str) -> str:

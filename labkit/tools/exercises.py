@@ -85,9 +85,11 @@ def needed_names(answer: str, check: str) -> list[str]:
     return needed
 
 
-def stub(names: list[str], lang: str = "en") -> str:
-    """The learner's answer cell: a prompt, and every needed name left unset."""
+def stub(names: list[str], lang: str = "en", lesson: str | None = None) -> str:
+    """The learner's answer cell: a prompt (and where the worked answer is, for ``lesson``'s
+    copy), and every needed name left unset."""
     lines = [zh.message("stub", lang, names=", ".join(names))]
+    lines += [zh.message("worked", lang, lesson=lesson)] if lesson else []
     lines += [f"{name} = None" for name in names]
     return "\n".join(lines)
 
@@ -124,26 +126,43 @@ def exercise_pairs(nb) -> list[tuple[int, int]]:
     return pairs
 
 
-def learner_sources(answer: str, check: str, lang: str = "en") -> tuple[list[str], str, str]:
+def learner_sources(
+    answer: str, check: str, lang: str = "en", lesson: str | None = None
+) -> tuple[list[str], str, str]:
     """The names an exercise needs, and its learner's answer and check cells' sources."""
     names = needed_names(answer, check)
-    return names, stub(names, lang), missing_guard(names, lang) + "\n" + check
+    return names, stub(names, lang, lesson), missing_guard(names, lang) + "\n" + check
 
 
-def learner_copy(nb, lang: str = "en"):
-    """A copy of ``nb`` with each answer stubbed and each check guarded; all else kept."""
+def learner_markdown(source: str, lang: str = "en", lesson: str | None = None) -> str:
+    """A markdown cell as a learner copy shows it: where the lesson says its answer cell holds
+    the worked answer, the copy says to write there, and where the worked answer is."""
+    import re
+
+    if not lesson:
+        return source
+    note = zh.message("learner_note", lang, lesson=lesson)
+    return re.sub(zh.PREFILLED[lang], lambda _: note, source)
+
+
+def learner_copy(nb, lang: str = "en", lesson: str | None = None):
+    """A copy of ``nb`` with each answer stubbed and each check guarded, and the exercise text
+    saying where to write (for ``lesson``, the notebook's file name); all else kept."""
     import copy
 
     out = copy.deepcopy(nb)
     for a, c in exercise_pairs(out):
         answer, check = out.cells[a], out.cells[c]
-        _, answer.source, check.source = learner_sources(answer.source, check.source, lang)
+        _, answer.source, check.source = learner_sources(answer.source, check.source, lang, lesson)
         answer.metadata.pop("jupyter", None)  # open, not collapsed
         answer.outputs, answer.execution_count = [], None
+    for cell in out.cells:
+        if cell.cell_type == "markdown":
+            cell.source = learner_markdown(cell.source, lang, lesson)
     return out
 
 
-def copy_problems(nb, copy, lang: str = "en") -> list[str]:
+def copy_problems(nb, copy, lang: str = "en", lesson: str | None = None) -> list[str]:
     """What is wrong with ``copy`` as the learner copy of ``nb`` (nothing, when it is right):
     each answer a stub that compiles, each check guarded and otherwise kept, every other cell
     unchanged. What ``make test-exercises`` checks of the copies it writes; ``make test`` runs
@@ -164,7 +183,11 @@ def copy_problems(nb, copy, lang: str = "en") -> list[str]:
         elif i - 1 in answers:
             if not (new.source.endswith(orig.source) and not_set(new.source)):
                 problems.append(f"cell {i}: the check is not the lesson's, guarded")
-        elif new.source != orig.source or new.cell_type != orig.cell_type:
+        elif new.cell_type != orig.cell_type or new.source != (
+            learner_markdown(orig.source, lang, lesson)
+            if orig.cell_type == "markdown"
+            else orig.source
+        ):
             problems.append(f"cell {i}: differs from the lesson's")
     return problems
 
@@ -293,14 +316,14 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
     old_dir = target.parent / ".old"
     moved = _keep_old(target, old_dir) if reset and target.exists() else None
     if not target.exists():
-        fresh = stamp(learner_copy(_lesson(lesson, lang), lang), lang)
+        fresh = stamp(learner_copy(_lesson(lesson, lang), lang, lesson.name), lang)
         nbformat.write(fresh, target)
         if moved:
             return Outcome(target, "reset", f"a fresh copy; yours is in {_rel(moved)}")
         return Outcome(target, "written", f"a new copy ({lang})")
     mine = nbformat.read(target, as_version=4)
     own = copy_language(mine, lang)
-    fresh = stamp(learner_copy(_lesson(lesson, own), own), own)
+    fresh = stamp(learner_copy(_lesson(lesson, own), own, lesson.name), own)
     note = f" (kept in {own}, its own language; --reset {lesson.name[:2]} for {lang})"
     note = note if own != lang else ""
     written = mine.metadata.get(META, {}).get("cells")

@@ -51,12 +51,28 @@ MESSAGES = {
         "stub_header": "# YOUR CODE HERE",
         "stub": "# YOUR CODE HERE: set {names} (see the exercise above)",
         "not_set": "{name} is not set yet: write your answer in the cell above",
+        "worked": "# the worked answer, to compare once yours runs: notebooks/{lesson} (collapsed)",
+        "learner_note": "*Write your answer in the code cell below, then run the check after "
+        "it; the worked answer is in `notebooks/{lesson}`, collapsed.*",
     },
     "zh": {
         "stub_header": "# 在这里写你的代码",
         "stub": "# 在这里写你的代码：设置 {names}（见上面的练习）",
         "not_set": "{name} 还没有设置：请在上面的单元格里写出你的答案",
+        "worked": "# 参考答案（等你的答案能运行之后再对照）：notebooks/{lesson}（折叠着）",
+        "learner_note": "*在下面的代码单元格里写出你的答案，再运行它后面的检查；参考答案在 "
+        "`notebooks/{lesson}` 里，折叠着。*",
     },
+}
+
+
+#: What a lesson's exercise text says of its answer cell (it holds the worked answer there),
+#: which a learner copy replaces with ``learner_note`` (its answer cell is a stub).
+PREFILLED = {
+    "en": r"\*(?:Pre-filled answer; try your own first\.|The cell below holds a working answer "
+    r"so the notebook runs in CI; try your own first\.)\*".replace(" ", r"\s+"),
+    "zh": r"\*(?:答案已预先填好；请先自己试一试。"
+    r"|下面的单元格里有一个可用的答案，好让笔记本能在 CI 里运行；请先自己试一试。)\*",
 }
 
 
