@@ -388,4 +388,3 @@ def test_a_newcomer_on_a_fresh_clone(tmp_path):
     assert missing.returncode == 1 and "Traceback" not in said, said
     problems = [ln for ln in missing.stdout.splitlines() if ": PROBLEM: " in ln]
     assert any("no Chromium or no chromedriver: `make browser`" in ln for ln in problems), said
-

@@ -92,9 +92,7 @@ def problems(report: dict[str, Any]) -> list[str]:
             f"port {LAB_PORT} on 127.0.0.1 is taken: `make lab` starts JupyterLab there "
             f"(use `.venv/bin/labkit lab --port 8899`, or stop what holds it)"
         )
-    if report.get("browser", "").startswith("none") or report.get(
-        "browser driver", ""
-    ).startswith("none"):
+    if any(str(report.get(k, "")).startswith("none") for k in ("browser", "browser driver")):
         found.append(
             "no Chromium or no chromedriver: `make browser` installs both (only "
             "`make test-browser` needs them)"
