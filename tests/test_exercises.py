@@ -313,3 +313,19 @@ def test_a_learner_copy_says_where_to_write_and_where_the_worked_answer_is(tmp_p
             intro = _exercise_text(copy, a)
             if zh.message("learner_note", lang, lesson=outcome.path.name) not in intro:
                 assert not re.search(r"(?i)pre-?filled|预先填好", intro), intro
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_every_check_assert_says_what_it_expected_and_got(path):
+    """A bare ``AssertionError`` tells a learner nothing: each assert carries a message."""
+    import ast
+
+    nb = nbformat.read(path, as_version=4)
+    for _, c in ex.exercise_pairs(nb):
+        source = nb.cells[c].source
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Assert):
+                assert isinstance(node.msg, ast.Constant | ast.JoinedStr), (
+                    f"{path.name}, cell {nb.cells[c].id}: give this assert a message saying what "
+                    f"it expected and what it got: {ast.get_source_segment(source, node)[:80]}"
+                )

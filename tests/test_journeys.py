@@ -299,7 +299,7 @@ def test_an_instructor_with_two_machines(tmp_path):
         head, worker = machines["head"], machines["worker"]
         for m in machines.values():
             assert not (Path(m["env"]["HOME"]) / ".ray" / "auth_token").exists()
-        at = {"<head's address>": head["ip"]}
+        at = {"<head-ip>": head["ip"]}
         bash = ["bash", "-c"]
         _run(netns.in_ns(head["ns"], [*bash, readme.script("two-machines-head", at)]),
              head["env"], 120)  # fmt: skip
@@ -309,7 +309,7 @@ def test_an_instructor_with_two_machines(tmp_path):
         theirs.parent.mkdir()
         shutil.copy(token, theirs)  # the README's scp line
         theirs.chmod(0o600)
-        fill = at | {"<this machine's address>": worker["ip"]}
+        fill = at | {"<this-ip>": worker["ip"]}
         _run(netns.in_ns(worker["ns"], [*bash, readme.script("two-machines-worker", fill)]),
              worker["env"], 120)  # fmt: skip
         started = time.monotonic()
