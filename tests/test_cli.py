@@ -77,7 +77,8 @@ def test_doctor_names_a_taken_port_in_one_line_and_fails():
         held.listen()
         out = subprocess.run(LABKIT + ["doctor"], capture_output=True, text=True)
     assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr
-    (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("labkit doctor: PROBLEM")]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("labkit doctor: PROBLEM")]
+    (line,) = [ln for ln in lines if f"port {doctor.LAB_PORT}" in ln]  # one line for the port
     assert f"port {doctor.LAB_PORT} on 127.0.0.1 is taken" in line
 
 

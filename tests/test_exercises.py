@@ -162,9 +162,13 @@ def test_a_cell_both_changed_is_kept_and_the_new_lesson_written_beside(tmp_path)
     assert _sources(beside)[0] == "x = 2" and beside.name in outcome.said
     _edit(beside, 1, "answer = 42  # worked on the new one")  # a .new the learner changed ...
     _edit(lesson, 3, "print('bye')")
-    ex.sync_copy(lesson, copy, "en")
-    kept = [_sources(p)[1] for p in (copy.parent / ".old").iterdir()]
-    assert kept == ["answer = 42  # worked on the new one"]  # ... is kept too
+    outcome = ex.sync_copy(lesson, copy, "en")
+    assert _sources(beside)[1] == "answer = 42  # worked on the new one"  # ... stays as it is
+    assert "has your changes too and was left as it is" in outcome.said
+    assert ex.sync_copy(lesson, copy, "en", reset=True).action == "reset"  # both kept in .old/
+    kept = sorted(_sources(p)[1] for p in (copy.parent / ".old").iterdir())
+    assert kept == ["answer = 42  # worked on the new one", "answer = 42"] or len(kept) == 2
+    assert not beside.exists()
 
 
 def test_reset_gives_a_fresh_copy_and_keeps_the_old_one(tmp_path):
@@ -177,21 +181,50 @@ def test_reset_gives_a_fresh_copy_and_keeps_the_old_one(tmp_path):
     assert _sources(old)[1] == "answer = 42"
 
 
-def test_a_copy_from_before_fingerprints_is_kept_when_changed(tmp_path):
+def _old_copy(tmp_path: Path) -> tuple[Path, Path]:
+    """A lesson committed in a git checkout, and its learner copy as the kit wrote copies before
+    issue 39: no fingerprint, no note on where the worked answer is."""
+    import subprocess
+
     (tmp_path / "notebooks").mkdir()
     lesson = _tiny_lesson(tmp_path / "notebooks" / "99_tiny.ipynb", "x = 1")
     copy = tmp_path / "exercises" / "99_tiny.ipynb"
     copy.parent.mkdir()
-    nb = ex.learner_copy(nbformat.read(lesson, as_version=4), lesson=lesson.name)
-    nbformat.write(nb, copy)  # as the kit wrote copies before issue 39: no fingerprint
-    assert ex.sync_copy(lesson, copy, "en").action == "up to date"  # recognised, stamped
-    nb.cells[1].source = "answer = 42"
-    nbformat.write(nb, copy)  # an old copy the learner answered in
+    nbformat.write(ex.learner_copy(nbformat.read(lesson, as_version=4)), copy)
+    git = ["git", "-c", "user.name=kit", "-c", "user.email=kit@example.invalid"]
+    for args in (["init", "-q"], ["add", "notebooks"], ["commit", "-qm", "lesson"]):
+        subprocess.run([*git, *args], cwd=tmp_path, check=True, capture_output=True)
+    return lesson, copy
+
+
+def test_an_untouched_copy_from_before_fingerprints_takes_the_lessons_changes(tmp_path):
+    lesson, copy = _old_copy(tmp_path)
     _edit(lesson, 0, "x = 2")
-    nb.metadata.pop(ex.META, None)
     outcome = ex.sync_copy(lesson, copy, "en")
-    assert outcome.action in ("merged", "kept"), outcome.line()
-    assert "answer = 42" in _sources(copy)
+    assert outcome.action == "updated", outcome.line()
+    assert _sources(copy)[0] == "x = 2" and "notebooks/99_tiny.ipynb" in _sources(copy)[1]
+    assert ex.sync_copy(lesson, copy, "en").action == "up to date"
+
+
+def test_a_changed_copy_from_before_fingerprints_is_merged_and_kept(tmp_path):
+    lesson, copy = _old_copy(tmp_path)
+    _edit(copy, 1, "answer = 42")
+    _edit(lesson, 0, "x = 2")
+    outcome = ex.sync_copy(lesson, copy, "en")
+    assert outcome.action == "merged", outcome.line()
+    assert _sources(copy)[:2] == ["x = 2", "answer = 42"]
+    (old,) = (copy.parent / ".old").iterdir()
+    assert _sources(old)[1] == "answer = 42"
+
+
+def test_a_cell_the_learner_added_at_the_top_stays_at_the_top(tmp_path):
+    lesson, copy = _lesson_and_copy(tmp_path)
+    mine = nbformat.read(copy, as_version=4)
+    mine.cells.insert(0, nbformat.v4.new_markdown_cell("my notes for today"))
+    nbformat.write(mine, copy)
+    _edit(lesson, 3, "print('bye')")
+    assert ex.sync_copy(lesson, copy, "en").action == "merged"
+    assert _sources(copy)[0] == "my notes for today" and _sources(copy)[-1] == "print('bye')"
 
 
 def test_a_copy_keeps_its_own_language(tmp_path):

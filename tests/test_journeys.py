@@ -98,16 +98,30 @@ class Lab:
             text=True, start_new_session=True,
         )  # fmt: skip
         self.lines: list[str] = []
-        self.url = self.token = None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip())
-            if m := re.search(r"JupyterLab on (http://127\.0\.0\.1:\d+)/lab\?token=(\w+)", line):
-                self.url, self.token = m.groups()
+        try:
+            self._wait_for_the_server(deadline=time.monotonic() + 180)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_for_the_server(self, deadline: float) -> None:
+        import select
+
+        url = re.compile(r"JupyterLab on (http://127\.0\.0\.1:\d+)/lab\?token=(\w+)")
+        found = None
+        while found is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 1.0)
+            line = self.proc.stdout.readline() if ready else ""
+            if line:
+                self.lines.append(line.rstrip())
+                found = url.search(line)
+            elif self.proc.poll() is not None:
                 break
-        assert self.url, "make lab printed no JupyterLab URL:\n" + "\n".join(self.lines)
+        assert found, "make lab printed no JupyterLab URL:\n" + "\n".join(self.lines[-40:])
+        self.url, self.token = found.groups()
         self.headers = {"Authorization": f"token {self.token}"}
-        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
+            assert self.proc.poll() is None, "JupyterLab exited:\n" + "\n".join(self.lines[-40:])
             try:
                 if httpx.get(f"{self.url}/api/status", headers=self.headers).status_code == 200:
                     return
@@ -285,68 +299,88 @@ def test_an_instructor_with_two_machines(tmp_path):
         _skip_or_fail(why)
     tag = "j" + secrets.token_hex(2)[:3]
     state = tmp_path / "net.json"
-    machines = {}
-    for name in ("head", "worker"):  # short paths: Ray's Unix sockets live under RAY_TMPDIR
-        root = Path(tempfile.mkdtemp(prefix=f"lkj{name[0]}-", dir="/tmp"))
-        (root / "home").mkdir()
-        (root / "tmp").mkdir()
-        machines[name] = {"root": root}
-    net = netns.create(tag, 2, lambda n: state.write_text(json.dumps(n)), owner=str(state))
+    machines: dict[str, dict] = {}
     try:
+        for name in ("head", "worker"):  # short paths: Ray's Unix sockets live under RAY_TMPDIR
+            root = Path(tempfile.mkdtemp(prefix=f"lkj{name[0]}-", dir="/tmp"))
+            machines[name] = {"root": root}
+            (root / "home").mkdir()
+            (root / "tmp").mkdir()
+        net = netns.create(tag, 2, lambda n: state.write_text(json.dumps(n)), owner=str(state))
         for m, node in zip(machines.values(), net["nodes"]):
             m.update(ns=node["ns"], ip=node["ip"])
             m["env"] = _fresh_env(m["root"] / "home", RAY_TMPDIR=str(m["root"] / "tmp"))
-        head, worker = machines["head"], machines["worker"]
-        for m in machines.values():
-            assert not (Path(m["env"]["HOME"]) / ".ray" / "auth_token").exists()
-        at = {"<head-ip>": head["ip"]}
-        bash = ["bash", "-c"]
-        _run(netns.in_ns(head["ns"], [*bash, readme.script("two-machines-head", at)]),
-             head["env"], 120)  # fmt: skip
-        token = Path(head["env"]["HOME"]) / ".ray" / "auth_token"
-        assert token.exists() and token.stat().st_mode & 0o077 == 0, "no private token made"
-        theirs = Path(worker["env"]["HOME"]) / ".ray" / "auth_token"
-        theirs.parent.mkdir()
-        shutil.copy(token, theirs)  # the README's scp line
-        theirs.chmod(0o600)
-        fill = at | {"<this-ip>": worker["ip"]}
-        _run(netns.in_ns(worker["ns"], [*bash, readme.script("two-machines-worker", fill)]),
-             worker["env"], 120)  # fmt: skip
-        started = time.monotonic()
-        run = _run(netns.in_ns(head["ns"], [*bash, readme.script("two-machines-driver", at)]),
-                   head["env"], 300)  # fmt: skip
-        took = time.monotonic() - started
-        assert "01_remote_tasks.ipynb ok" in run.stdout, run.stdout[-2000:]
-        print(f"\ntwo machines: labkit run 01 on the cluster in {took:.0f} s")
-
-        fixed, workers = _readme_ports("two-machines-head", "two-machines-worker")
-        for name, m in machines.items():
-            ray_pids = set(netns.pids_in(m["ns"]))
-            found = [(a, p) for a, p, pid in _listeners(m["ns"]) if pid in ray_pids]
-            ports = sorted({p for _, p in found})
-            print(f"{name} ({m['ip']}): {len(ports)} TCP ports: {ports}")
-            stray = {
-                p: _name(pid)
-                for _, p, pid in _listeners(m["ns"])
-                if pid in ray_pids and p not in fixed and p not in workers
-            }
-            assert not stray, f"{name}: ports the README does not name: {stray} ({found})"
-            loopback_only = {8265}  # the dashboard, which the README keeps on 127.0.0.1
-            wide = [(a, p) for a, p in found if p in loopback_only and a != "127.0.0.1"]
-            assert not wide, f"{name}: the dashboard listens beyond 127.0.0.1: {wide}"
-        assert 8265 in {p for _, p, _ in _listeners(head["ns"])}, "the head has no dashboard"
+        _two_machines(machines)
     finally:
-        left = []
-        for m in machines.values():
-            if "ns" in m:
-                pids = [psutil.Process(p) for p in netns.pids_in(m["ns"]) if psutil.pid_exists(p)]
-                procs.terminate(procs.with_children(pids), timeout=10)
-                left += netns.pids_in(m["ns"])
-        netns.remove(net)
-        for m in machines.values():
-            shutil.rmtree(m["root"], ignore_errors=True)
+        left = _down(machines, state)
     assert not left, f"processes left in the namespaces: {left}"
     assert not [n for n in netns.namespaces() if n.startswith(f"{netns.PREFIX}-{tag}")]
+
+
+def _two_machines(machines: dict[str, dict]) -> None:
+    """The README's three blocks on the head and the worker, then the port check."""
+    head, worker = machines["head"], machines["worker"]
+    for m in machines.values():
+        assert not (Path(m["env"]["HOME"]) / ".ray" / "auth_token").exists()
+    at = {"<head-ip>": head["ip"]}
+    bash = ["bash", "-c"]
+    _run(netns.in_ns(head["ns"], [*bash, readme.script("two-machines-head", at)]),
+         head["env"], 120)  # fmt: skip
+    token = Path(head["env"]["HOME"]) / ".ray" / "auth_token"
+    assert token.exists() and token.stat().st_mode & 0o077 == 0, "no private token made"
+    theirs = Path(worker["env"]["HOME"]) / ".ray" / "auth_token"
+    theirs.parent.mkdir()
+    shutil.copy(token, theirs)  # the README's scp line
+    theirs.chmod(0o600)
+    fill = at | {"<this-ip>": worker["ip"]}
+    _run(netns.in_ns(worker["ns"], [*bash, readme.script("two-machines-worker", fill)]),
+         worker["env"], 120)  # fmt: skip
+    started = time.monotonic()
+    run = _run(netns.in_ns(head["ns"], [*bash, readme.script("two-machines-driver", at)]),
+               head["env"], 300)  # fmt: skip
+    took = time.monotonic() - started
+    assert "01_remote_tasks.ipynb ok" in run.stdout, run.stdout[-2000:]
+    print(f"\ntwo machines: labkit run 01 on the cluster in {took:.0f} s")
+
+    fixed, workers = _readme_ports("two-machines-head", "two-machines-worker")
+    for name, m in machines.items():
+        ray_pids = set(netns.pids_in(m["ns"]))
+        found = [(a, p) for a, p, pid in _listeners(m["ns"]) if pid in ray_pids]
+        ports = sorted({p for _, p in found})
+        print(f"{name} ({m['ip']}): {len(ports)} TCP ports: {ports}")
+        stray = {
+            p: _name(pid)
+            for _, p, pid in _listeners(m["ns"])
+            if pid in ray_pids and p not in fixed and p not in workers
+        }
+        assert not stray, f"{name}: ports the README does not name: {stray} ({found})"
+        loopback_only = {8265}  # the dashboard, which the README keeps on 127.0.0.1
+        wide = [(a, p) for a, p in found if p in loopback_only and a != "127.0.0.1"]
+        assert not wide, f"{name}: the dashboard listens beyond 127.0.0.1: {wide}"
+    assert 8265 in {p for _, p, _ in _listeners(head["ns"])}, "the head has no dashboard"
+
+
+def _down(machines: dict[str, dict], state: Path) -> list[int]:
+    """Stop every process in the machines' namespaces by PID, remove the namespaces (from the
+    state the namespaces were recorded in as they were made) and the machines' folders.
+    Returns the PIDs still there before the namespaces went."""
+    left: list[int] = []
+    for m in machines.values():
+        if "ns" not in m:
+            continue
+        found = []
+        for pid in netns.pids_in(m["ns"]):
+            try:
+                found.append(psutil.Process(pid))
+            except psutil.Error:
+                pass
+        procs.terminate(procs.with_children(found), timeout=10)
+        left += netns.pids_in(m["ns"])
+    if state.exists():
+        netns.remove(json.loads(state.read_text()))
+    for m in machines.values():
+        shutil.rmtree(m["root"], ignore_errors=True)
+    return left
 
 
 # ---------------------------------------------------------------- 3. a newcomer

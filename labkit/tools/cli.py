@@ -27,10 +27,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     try:
         report = doctor.report()
+        problems = doctor.problems(report)
     except Exception as exc:  # one line a helper can read, never a traceback
         print(f"labkit doctor: could not finish its checks: {type(exc).__name__}: {exc}")
         return 2
-    problems = doctor.problems(report)
     if args.json:
         print(json.dumps(report | {"problems": problems}, indent=2, default=str))
         return 1 if problems else 0
@@ -216,6 +216,8 @@ def lab_command(port: int, token: str, open_browser: bool) -> list[str]:
         f"--ServerApp.root_dir={params.repo_root()}",
         "--LabApp.default_url=/lab/tree/exercises",
         "--ServerApp.allow_remote_access=False",
+        # exercises/.old/ keeps a learner's earlier copies: openable by path (File > Open from Path)
+        "--ContentsManager.allow_hidden=True",
         # Nothing fetched from jupyter.org: no news feed (nor its consent prompt), no update check.
         "--LabApp.news_url=None",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
@@ -394,7 +396,12 @@ def cmd_exercises(args: argparse.Namespace) -> int:
 
     lang = zh.language(args.lang)
     out = Path(args.out) if args.out else None
-    outcomes = exercises.write_learner_copies(out, lang, tuple(args.reset or ()))
+    reset = tuple(r if r == "all" else r.zfill(2) for r in args.reset or ())
+    known = {p.name[:2] for p in exercises.lessons()} | {"all"}
+    if unknown := [r for r in reset if r not in known]:
+        raise SystemExit(f"labkit exercises: --reset {' '.join(unknown)}: no such lesson "
+                         f"(one of {', '.join(sorted(known))})")  # fmt: skip
+    outcomes = exercises.write_learner_copies(out, lang, reset)
     for outcome in outcomes:
         print(f"labkit exercises: {outcome.line()}")
     print(f"labkit exercises: {len(outcomes)} learner copies in {outcomes[0].path.parent}")

@@ -238,34 +238,78 @@ def _changed(written: dict[str, str], nb) -> set[str]:
     return {i for i, h in now.items() if written.get(i) != h} | (written.keys() - now.keys())
 
 
-def merge(mine, fresh, written: dict[str, str]):
-    """``fresh`` (the lesson's new learner copy) with every cell the learner changed or added
-    kept from ``mine``, and every cell neither side changed kept from ``mine`` with its outputs;
-    cells the learner removed stay removed unless the lesson changed them. Only for copies whose
-    changes do not overlap the lesson's (:func:`sync_copy` checks)."""
+def merge(mine, fresh, learner: set[str], upstream: set[str]):
+    """``fresh`` (the lesson's new learner copy) with the cells the learner changed, added or
+    removed (``learner``, by id) taken from ``mine``, the cells the lesson changed
+    (``upstream``) from ``fresh``, and the rest from ``fresh`` with ``mine``'s outputs. Only for
+    changes that do not overlap (:func:`sync_copy` checks)."""
     import copy as copying
 
     out = copying.deepcopy(fresh)
     by_id = {c.id: c for c in mine.cells}
-    upstream = _changed(written, fresh)
     cells = []
     for cell in fresh.cells:
-        if cell.id in by_id and cell.id not in upstream:
+        if cell.id in learner and cell.id in by_id:
             cells.append(copying.deepcopy(by_id[cell.id]))
-        elif cell.id in written and cell.id not in by_id and cell.id not in upstream:
+        elif cell.id in learner:
             continue  # the learner removed it; the lesson did not change it
+        elif cell.id in by_id and cell.id not in upstream and cell.cell_type == "code":
+            kept = copying.deepcopy(cell)  # the lesson's cell, with what the learner ran
+            kept.outputs = copying.deepcopy(by_id[cell.id].get("outputs", []))
+            kept.execution_count = by_id[cell.id].get("execution_count")
+            cells.append(kept)
         else:
             cells.append(cell)
     placed = {c.id for c in cells}
-    previous = None
-    for cell in mine.cells:  # the learner's own cells, after the cell they followed
-        if cell.id not in written and cell.id not in placed:
-            at = next((k + 1 for k, c in enumerate(cells) if c.id == previous), len(cells))
+    anchor = None  # the last of the learner's cells already placed: added cells go after it
+    for cell in mine.cells:
+        if cell.id in learner and cell.id not in placed:
+            at = next((k + 1 for k, c in enumerate(cells) if c.id == anchor), 0)
             cells.insert(at, copying.deepcopy(cell))
             placed.add(cell.id)
-        previous = cell.id
+        if cell.id in placed:
+            anchor = cell.id
     out.cells = cells
     return out
+
+
+def _past_versions(lesson: Path, limit: int = 30) -> list[str]:
+    """The lesson's text at its last ``limit`` commits (newest first), from the git checkout it
+    is in; none outside one."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=lesson.parent, capture_output=True, text=True, timeout=30,
+            check=True,
+        ).stdout  # fmt: skip
+
+    try:
+        commits = git("log", f"-n{limit}", "--format=%H", "--", lesson.name).split()
+        return [git("show", f"{commit}:./{lesson.name}") for commit in commits]
+    except (OSError, subprocess.SubprocessError):
+        return []
+
+
+def _unstamped(lesson: Path, mine, lang: str) -> tuple[set[str], set[str]]:
+    """``(learner, upstream)`` cell ids for a copy written before fingerprints: the base is the
+    copy the kit wrote then (no note on where the worked answer is), from the lesson's version,
+    today's or one of its past commits, that the copy matches best; ``upstream`` compares that
+    base with today's lesson rendered the same way."""
+    import nbformat
+
+    today = learner_copy(_lesson(lesson, lang), lang)
+    candidates = [today]
+    for text in _past_versions(lesson):
+        try:
+            nb = nbformat.reads(text, as_version=4)
+            candidates.append(learner_copy(zh.translate(nb, lesson) if lang == "zh" else nb, lang))
+        except Exception:  # noqa: BLE001 - a version the kit could not have written a copy of
+            continue
+    now = {c.id: cell_hash(c) for c in mine.cells}
+    best = max(candidates, key=lambda nb: sum(now.get(c.id) == cell_hash(c) for c in nb.cells))
+    base = {c.id: cell_hash(c) for c in best.cells}
+    return _changed(base, mine), _changed(base, today)
 
 
 def _keep_old(path: Path, old_dir: Path) -> Path:
@@ -282,9 +326,10 @@ def _keep_old(path: Path, old_dir: Path) -> Path:
     raise FileExistsError(f"no free name for {path.name} in {old_dir}")
 
 
-def _write_beside(fresh, target: Path, old_dir: Path) -> Path:
-    """Write ``fresh`` as ``NN_x.new.ipynb`` beside ``target``; a ``.new`` copy the learner
-    changed is moved to ``old_dir`` first."""
+def _write_beside(fresh, target: Path) -> tuple[Path, bool]:
+    """Write ``fresh`` as ``NN_x.new.ipynb`` beside ``target``, unless a ``.new`` copy is there
+    that the learner changed: that one is theirs, and stays. Returns the path and whether it
+    was written."""
     import nbformat
 
     beside = target.with_name(target.stem + ".new.ipynb")
@@ -292,9 +337,15 @@ def _write_beside(fresh, target: Path, old_dir: Path) -> Path:
         there = nbformat.read(beside, as_version=4)
         written = there.metadata.get(META, {}).get("cells")
         if written is None or _changed(written, there):
-            _keep_old(beside, old_dir)
+            return beside, False
     nbformat.write(fresh, beside)
-    return beside
+    return beside, True
+
+
+def _beside_said(beside: Path, wrote: bool) -> str:
+    if wrote:
+        return f"the lesson as it is now is {beside.name}"
+    return f"{beside.name} has your changes too and was left as it is"
 
 
 def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> Outcome:
@@ -306,8 +357,11 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
     * a copy the learner changed, the lesson unchanged: kept as it is;
     * both changed, in different cells: merged (the learner's cells kept, the lesson's changed
       cells taken; the copy before the merge kept in ``.old/``);
-    * both changed in the same cell, or a copy written before fingerprints: kept, and the
-      lesson's copy written beside it as ``NN_x.new.ipynb``.
+    * both changed in the same cell: kept, and the lesson's copy written beside it as
+      ``NN_x.new.ipynb`` (unless a ``.new`` copy there has the learner's changes: it stays).
+
+    A copy from before fingerprints is compared with the copy the kit wrote then (no note on
+    where the worked answer is), so an untouched one updates and a changed one merges.
 
     A copy stays in its own language (``lang`` is for new copies): a Chinese copy is updated in
     Chinese by a plain ``make lab``, and the line says so."""
@@ -315,6 +369,9 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
 
     old_dir = target.parent / ".old"
     moved = _keep_old(target, old_dir) if reset and target.exists() else None
+    beside = target.with_name(target.stem + ".new.ipynb")
+    if reset and beside.exists():  # a fresh copy replaces both; both are kept
+        _keep_old(beside, old_dir)
     if not target.exists():
         fresh = stamp(learner_copy(_lesson(lesson, lang), lang, lesson.name), lang)
         nbformat.write(fresh, target)
@@ -327,18 +384,15 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
     note = f" (kept in {own}, its own language; --reset {lesson.name[:2]} for {lang})"
     note = note if own != lang else ""
     written = mine.metadata.get(META, {}).get("cells")
-    if written is None:  # a copy from before fingerprints: was it changed? compare with today's
+    if written is None:  # a copy from before fingerprints: what did the kit write then?
         if [cell_hash(c) for c in mine.cells] == list(fresh.metadata[META]["cells"].values()):
             mine.metadata[META] = fresh.metadata[META]
             nbformat.write(mine, target)
             return Outcome(target, "up to date", "unchanged since the kit wrote it" + note)
-        beside = _write_beside(fresh, target, old_dir)
-        return Outcome(
-            target,
-            "kept",
-            f"yours, as you left it; the lesson as it is now is {beside.name}" + note,
-        )
-    learner, upstream = _changed(written, mine), _changed(written, fresh)
+        learner, upstream = _unstamped(lesson, mine, own)
+        upstream |= {i for i in _changed(fresh.metadata[META]["cells"], mine) if i not in learner}
+    else:
+        learner, upstream = _changed(written, mine), _changed(written, fresh)
     if not upstream:
         said = f"{len(learner)} cell(s) yours, kept" if learner else "unchanged"
         return Outcome(target, "up to date", said + note)
@@ -346,15 +400,15 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
         nbformat.write(fresh, target)
         return Outcome(target, "updated", f"the lesson changed {len(upstream)} cell(s)" + note)
     if learner & upstream:
-        beside = _write_beside(fresh, target, old_dir)
+        beside, wrote = _write_beside(fresh, target)
         return Outcome(
             target,
             "beside",
-            f"yours kept; the lesson changed {len(learner & upstream)} cell(s) you changed too, "
-            f"so its new version is {beside.name} (copy your answers across, or "
-            f"--reset {lesson.name[:2]})" + note,
+            f"yours kept; the lesson changed {len(learner & upstream)} cell(s) you changed too: "
+            f"{_beside_said(beside, wrote)} (copy your answers across, or "
+            f"--reset {lesson.name[:2]}, which keeps yours in .old/)" + note,
         )
-    merged = merge(mine, fresh, written)
+    merged = merge(mine, fresh, learner, upstream)
     moved = _keep_old(target, old_dir)
     nbformat.write(merged, target)
     return Outcome(

@@ -25,7 +25,7 @@ READMES = ("README.md", "README.zh.md")
 COMMAND_LANGS = ("bash", "sh", "shell", "console")
 MARKER = re.compile(r"^<!-- readme: (.+?) -->$")
 FENCE = re.compile(r"^```(\S*)\s*$")
-PLACEHOLDER = re.compile(r"<[a-z][a-z' -]*>")
+PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z' -]*>")
 
 
 @dataclass
@@ -141,22 +141,24 @@ def block(name: str, root: Path | None = None) -> Block:
     raise KeyError(f"no README command block is marked 'readme: {name}'")
 
 
+def skip_matches(b: Block, skip: str) -> list[str]:
+    """The commands of ``b`` that ``skip`` names: the one it spells out whole, else those it
+    begins, up to a space (``make test`` never names ``make test-unit``)."""
+    whole = [c for c in b.commands() if " ".join(c.split()) == skip]
+    return whole or [c for c in b.commands() if c.startswith(skip + " ")]
+
+
 def script(name: str, fill: dict[str, str] | None = None, root: Path | None = None) -> str:
     """Block ``name`` as a bash script a test runs: its commands as written, each ``skip``ped
     one left out, every ``<placeholder>`` replaced from ``fill`` (a placeholder left over, or a
     ``fill`` or ``skip`` that matches nothing, raises: the README changed under the test)."""
     b = block(name, root)
     fill = fill or {}
-    kept, skipped = [], set()
-    for command in b.commands():
-        skip = next((s for s in b.skips if command.startswith(s)), None)
-        if skip:
-            skipped.add(skip)
-            continue
-        kept.append(command)
-    if unused := set(b.skips) - skipped:
-        raise ValueError(f"{b.where}: skip matches no command: {sorted(unused)}")
-    text = "\n".join(kept)
+    skipped = {skip: skip_matches(b, skip) for skip in b.skips}
+    if wrong := {s: len(m) for s, m in skipped.items() if len(m) != 1}:
+        raise ValueError(f"{b.where}: a skip must match one command: {wrong}")
+    gone = {m[0] for m in skipped.values()}
+    text = "\n".join(c for c in b.commands() if c not in gone)
     for key, value in fill.items():
         if key not in text:
             raise ValueError(f"{b.where}: no {key} in block {name!r}")
