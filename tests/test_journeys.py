@@ -233,6 +233,12 @@ def test_a_learner_over_two_days(tmp_path, first_lang):
         lab.stop()
     sources = [c.source for c in nb.cells]
     assert answer in sources, "the learner's answer is gone"
+    again = subprocess.run(["make", "exercises"], cwd=clone, env=env, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "01_remote_tasks.ipynb: up to date: " in again.stdout, again.stdout[-2000:]
+    saved = [c.source for c in nbformat.read(clone / copy, as_version=4).cells]
+    assert answer in saved, "make exercises lost the learner's answer"
     assert any(s.endswith('print("a change from upstream")') for s in sources), said
     stub = [s for s in sources if s.startswith("# ")]
     if first_lang == "zh":  # the copies stay Chinese after a plain make lab
