@@ -289,13 +289,18 @@ def test_the_limit_check_finds_a_listing_a_bigger_size_can_overrun(source, missi
     assert _listings_without_limit(source) == missing
 
 
+def _python_of(path: Path) -> str:
+    """A notebook's code cells as one Python source (IPython's ``%`` and ``!`` lines left out)."""
+    nb = nbformat.read(path, as_version=4)
+    lines = [line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines()]
+    return "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+
+
 @pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
 def test_every_state_api_listing_sets_its_limit(path):
     """A listing cut at the default 100 rows passes at smoke and fails at small (issue 39: 10's
     200 queued tasks hid the stuck one)."""
-    nb = nbformat.read(path, as_version=4)
-    lines = [line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines()]
-    source = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+    source = _python_of(path)
     assert not _listings_without_limit(source), (
         f"{path.name}: pass limit= (10_000, the API server's most) to these State API listings, "
         "or filter them to one id: the default cuts at 100 rows, silently"
@@ -305,9 +310,7 @@ def test_every_state_api_listing_sets_its_limit(path):
 @pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
 def test_every_state_api_call_names_its_cluster(path):
     """Without ``address=``, the State API asks RAY_ADDRESS or the last cluster on the machine."""
-    nb = nbformat.read(path, as_version=4)
-    lines = [line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines()]
-    source = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+    source = _python_of(path)
     assert not _state_api_calls_without_address(source), (
         f"{path.name}: pass address= (session.address or the dashboard's URL) to these State API "
         "calls, or they may reach RAY_ADDRESS's cluster or a dead one"
