@@ -65,9 +65,10 @@ def ensure_token() -> str:
     """Return Ray's auth token, creating the token file first if there is none.
 
     ``ray.init`` creates one on a machine that has none, but ``ray start --head`` (the kit's
-    clusters) refuses to start without one. The file is written the way Ray writes it (64 hex
-    characters), readable by its owner only, and never replaced: if two processes race, the
-    first file wins and both use it.
+    clusters) refuses to start without one. The file holds what Ray writes (64 hex characters)
+    but, unlike Ray's own (``ray get-auth-token --generate`` wrote it 0644 under umask 022, as
+    the two-machine journey found), is readable by its owner only; it is never replaced: if two
+    processes race, the first file wins and both use it.
     """
     token = auth_token()
     if token:
