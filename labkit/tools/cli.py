@@ -406,20 +406,15 @@ def cmd_exercises(args: argparse.Namespace) -> int:
         print(f"labkit exercises: {outcome.line()}")
     print(f"labkit exercises: {len(outcomes)} learner copies in {outcomes[0].path.parent}")
     # A copy the learner changed is theirs: checked against its lesson only as the kit wrote it.
-    copies = [o.path for o in outcomes if o.action in ("written", "updated", "reset")]
-    copies += [o.path for o in outcomes if o.action == "up to date" and "yours" not in o.said]
-    copies.sort()
+    copies = [o.path for o in outcomes if not o.yours]
     if args.check:
         import nbformat
 
         bad = 0
         for path in copies:
-            source = params.repo_root() / "notebooks" / path.name
             copy = nbformat.read(path, as_version=4)
             own = exercises.copy_language(copy, lang)
-            lesson = nbformat.read(source, as_version=4)
-            if own == "zh":
-                lesson = zh.translate(lesson, source)
+            lesson = exercises.lesson_in(params.repo_root() / "notebooks" / path.name, own)
             problems = exercises.copy_problems(lesson, copy, own, path.name)
             bad += bool(problems)
             said = "WRONG: " + "; ".join(problems) if problems else "ok"

@@ -225,8 +225,9 @@ class Outcome:
     """What a write did to one learner copy, said in one line by :meth:`line`."""
 
     path: Path
-    action: str  # written, up to date, updated, kept, merged, beside, reset
+    action: str  # written, up to date, updated, merged, beside, reset
     said: str
+    yours: int = 0  # cells the learner changed, added or removed: the copy is theirs when > 0
 
     def line(self) -> str:
         return f"{self.path.name}: {self.action}: {self.said}"
@@ -298,7 +299,7 @@ def _unstamped(lesson: Path, mine, lang: str) -> tuple[set[str], set[str]]:
     base with today's lesson rendered the same way."""
     import nbformat
 
-    today = learner_copy(_lesson(lesson, lang), lang)
+    today = learner_copy(lesson_in(lesson, lang), lang)
     candidates = [today]
     for text in _past_versions(lesson):
         try:
@@ -332,7 +333,7 @@ def _write_beside(fresh, target: Path) -> tuple[Path, bool]:
     was written."""
     import nbformat
 
-    beside = target.with_name(target.stem + ".new.ipynb")
+    beside = _beside(target)
     if beside.exists():
         there = nbformat.read(beside, as_version=4)
         written = there.metadata.get(META, {}).get("cells")
@@ -340,6 +341,11 @@ def _write_beside(fresh, target: Path) -> tuple[Path, bool]:
             return beside, False
     nbformat.write(fresh, beside)
     return beside, True
+
+
+def _beside(target: Path) -> Path:
+    """Where the lesson's new copy goes when it cannot be merged into ``target``."""
+    return target.with_name(target.stem + ".new.ipynb")
 
 
 def _beside_said(beside: Path, wrote: bool) -> str:
@@ -369,18 +375,17 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
 
     old_dir = target.parent / ".old"
     moved = _keep_old(target, old_dir) if reset and target.exists() else None
-    beside = target.with_name(target.stem + ".new.ipynb")
-    if reset and beside.exists():  # a fresh copy replaces both; both are kept
-        _keep_old(beside, old_dir)
+    if reset and _beside(target).exists():  # a fresh copy replaces both; both are kept
+        _keep_old(_beside(target), old_dir)
     if not target.exists():
-        fresh = stamp(learner_copy(_lesson(lesson, lang), lang, lesson.name), lang)
+        fresh = stamp(learner_copy(lesson_in(lesson, lang), lang, lesson.name), lang)
         nbformat.write(fresh, target)
         if moved:
             return Outcome(target, "reset", f"a fresh copy; yours is in {_rel(moved)}")
         return Outcome(target, "written", f"a new copy ({lang})")
     mine = nbformat.read(target, as_version=4)
     own = copy_language(mine, lang)
-    fresh = stamp(learner_copy(_lesson(lesson, own), own, lesson.name), own)
+    fresh = stamp(learner_copy(lesson_in(lesson, own), own, lesson.name), own)
     note = f" (kept in {own}, its own language; --reset {lesson.name[:2]} for {lang})"
     note = note if own != lang else ""
     written = mine.metadata.get(META, {}).get("cells")
@@ -395,7 +400,7 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
         learner, upstream = _changed(written, mine), _changed(written, fresh)
     if not upstream:
         said = f"{len(learner)} cell(s) yours, kept" if learner else "unchanged"
-        return Outcome(target, "up to date", said + note)
+        return Outcome(target, "up to date", said + note, len(learner))
     if not learner:
         nbformat.write(fresh, target)
         return Outcome(target, "updated", f"the lesson changed {len(upstream)} cell(s)" + note)
@@ -407,6 +412,7 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
             f"yours kept; the lesson changed {len(learner & upstream)} cell(s) you changed too: "
             f"{_beside_said(beside, wrote)} (copy your answers across, or "
             f"--reset {lesson.name[:2]}, which keeps yours in .old/)" + note,
+            len(learner),
         )
     merged = merge(mine, fresh, learner, upstream)
     moved = _keep_old(target, old_dir)
@@ -416,6 +422,7 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
         "merged",
         f"the lesson's {len(upstream)} changed cell(s) taken, your {len(learner)} kept "
         f"(your copy before: {_rel(moved)})" + note,
+        len(learner),
     )
 
 
@@ -426,7 +433,8 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def _lesson(path: Path, lang: str):
+def lesson_in(path: Path, lang: str):
+    """The lesson at ``path``, its markdown in ``lang`` (Chinese from ``zh/``)."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
