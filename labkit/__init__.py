@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from labkit.checks import expect_error, wait_until
-from labkit.measure import compare, record, speedup, timeit, verdict
+from labkit.measure import compare, record, speedup, timeit, verdict, versus
 from labkit.params import ParameterError, Params, setup
 
 __version__ = "0.1.0"
@@ -36,6 +36,7 @@ __all__ = [
     "stop_session",
     "timeit",
     "verdict",
+    "versus",
     "wait_until",
 ]
 

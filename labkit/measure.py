@@ -307,6 +307,57 @@ def _jsonable(obj: Any) -> Any:
 
 
 #: Sentences that replace a verdict's English template, by message key (``"<metric>:<side>"``).
+@dataclass(frozen=True)
+class Versus:
+    """Repeated samples of a candidate against repeated samples of its baseline: their medians,
+    their ranges, and whether the ranges overlap (then neither is shown to differ: "within
+    noise"). What :func:`verdict` takes as ``noise=``."""
+
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    unit: str = ""
+
+    @property
+    def ratio(self) -> float:
+        """Median of the candidate over median of the baseline."""
+        below = statistics.median(self.b)
+        return statistics.median(self.a) / below if below else math.inf
+
+    @property
+    def overlap(self) -> bool:
+        """Whether the two ranges share a value: the difference is within the run's noise."""
+        return max(min(self.a), min(self.b)) <= min(max(self.a), max(self.b))
+
+    def fields(self) -> dict[str, Any]:
+        """Fields for a verdict's templates: ``a`` and ``b`` (medians), ``a_range`` and
+        ``b_range`` ("lo-hi unit"), ``n`` (the fewer of the two sample counts), ``ratio``."""
+
+        def span(xs: tuple[float, ...]) -> str:
+            return f"{min(xs):.3g}-{max(xs):.3g}{' ' + self.unit if self.unit else ''}"
+
+        return {
+            "a": statistics.median(self.a),
+            "b": statistics.median(self.b),
+            "a_range": span(self.a),
+            "b_range": span(self.b),
+            "n": min(len(self.a), len(self.b)),
+            "ratio": self.ratio,
+        }
+
+
+def versus(candidate: Any, baseline: Any, unit: str = "") -> Versus:
+    """Compare two sets of repeated samples (at least 2 each; a :class:`Timing` gives its runs):
+    a verdict on one number against another cannot tell a difference from the run's noise."""
+    a = tuple(candidate.runs if isinstance(candidate, Timing) else candidate)
+    b = tuple(baseline.runs if isinstance(baseline, Timing) else baseline)
+    if min(len(a), len(b)) < 2:
+        raise ValueError(
+            f"a comparison needs repeated samples on both sides (got {len(a)} and {len(b)}): "
+            "repeat the measurement"
+        )
+    return Versus(tuple(float(x) for x in a), tuple(float(x) for x in b), unit)
+
+
 #: With ``LABKIT_LANG=zh`` the Chinese comes from ``zh/verdicts.md`` (:mod:`labkit.lang`); the
 #: run's numbers and records stay the same.
 MESSAGES: dict[str, str] = {}
@@ -339,7 +390,15 @@ class Held:
 
 
 def verdict(
-    metric: str, holds: object, *, yes: str, no: str, unit: str = "bool", **values: Any
+    metric: str,
+    holds: object,
+    *,
+    yes: str,
+    no: str,
+    within_noise: str | None = None,
+    samples: Versus | None = None,
+    unit: str = "bool",
+    **values: Any,
 ) -> Held:
     """Print one sentence about this run, chosen by the run's numbers, and record it.
 
@@ -350,18 +409,32 @@ def verdict(
     (``"<metric>:yes"`` or ``":no"``) and the values in its context, so a sweep shows how often a
     verdict flips between runs and machines. Returns whether it held, as a :class:`Held`
     (true or false, and silent as a cell's last value).
+
+    A verdict that compares two measurements passes their repeated samples as ``samples=``
+    (:func:`versus`) and a third template, ``within_noise``: when the samples' ranges overlap, it
+    is printed (with the spread), the record is 0.5 with the key ``<metric>:within_noise``, and
+    the verdict does not hold. The comparison's fields (:meth:`Versus.fields`) are added to
+    ``values``.
     """
     topic, _, name = metric.partition(".")
     if not name.startswith("verdict_"):
         raise ValueError(f"{metric!r}: name a verdict 'topic.verdict_<what>'")
     if taken := {"key", "sentence", "metric", "value"} & set(values):
         raise ValueError(f"{metric}: {sorted(taken)} name the record's own fields; rename them")
-    side = _SIDES[bool(holds)]
+    if samples is not None:
+        if within_noise is None:
+            raise ValueError(f"{metric}: samples= needs a within_noise= template")
+        values = {**samples.fields(), **values}
+    within = samples is not None and samples.overlap
+    holds = bool(holds) and not within
+    side = "within_noise" if within else _SIDES[holds]
     key = f"{metric}:{side}"
     from labkit import lang
 
-    template = MESSAGES.get(key) or lang.verdict_template(key, yes if holds else no)
-    for other in (yes, no, template):  # a typo in the side not taken must not wait for a run
+    english = within_noise if within else (yes if holds else no)
+    template = MESSAGES.get(key) or lang.verdict_template(key, english)
+    sides = (yes, no, template) + ((within_noise,) if within_noise is not None else ())
+    for other in sides:  # a typo in the side not taken must not wait for a run
         try:
             other.format(**values)
         except (KeyError, IndexError) as missing:
@@ -370,6 +443,6 @@ def verdict(
                 "named fields)"
             ) from None
     line = template.format(**values)
-    record(metric, 1.0 if holds else 0.0, unit, key=key, sentence=line, **values)
+    record(metric, 0.5 if within else float(holds), unit, key=key, sentence=line, **values)
     print(line)
     return Held(bool(holds))

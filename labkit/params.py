@@ -91,6 +91,22 @@ def repo_root() -> Path:
     return Path.cwd().resolve()
 
 
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path as the kit prints it: relative to the repository when inside it, ``~/...`` when
+    under the home folder, else as it is (an executed notebook, and the site built from it,
+    then never show the machine's own folders)."""
+    path = Path(path).expanduser()
+    for base, prefix in ((repo_root(), ""), (Path.home(), "~/")):
+        try:
+            rel = path.resolve().relative_to(base.resolve())
+        except (ValueError, OSError):
+            continue
+        if str(rel) == ".":
+            return prefix.rstrip("/") or "."
+        return prefix + rel.as_posix()
+    return str(path)
+
+
 def resolve_path(path: str | os.PathLike[str]) -> Path:
     """Resolve a relative path against the repository root (absolute paths stay as they are)."""
     p = Path(path).expanduser()

@@ -1,5 +1,6 @@
 """Learner copies: answers stubbed with their names left unset, checks kept and guarded."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -252,12 +253,15 @@ def test_a_learner_copy_stops_at_its_first_check(tmp_path):
     assert "answer is not set yet" in why and "the first check" in why
 
 
-def _tiny_lesson(path: Path, lesson_code: str, check: str = "assert answer == 42") -> Path:
+def _tiny_lesson(
+    path: Path, lesson_code: str, check: str = "assert answer == 42", wrong: tuple = ()
+) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell(lesson_code),
         nbformat.v4.new_code_cell("# ANSWER\nanswer = 41 + x", metadata={"tags": ["answer"]}),
         nbformat.v4.new_code_cell(check, metadata={"tags": ["check"]}),
+        *[nbformat.v4.new_raw_cell(w, metadata={"tags": ["wrong"]}) for w in wrong],
         nbformat.v4.new_code_cell("print('teardown sees', answer)"),
     ]
     nbformat.write(nb, path)
@@ -339,7 +343,7 @@ def test_a_learner_copy_says_where_to_write_and_where_the_worked_answer_is(tmp_p
         assert not re.search(zh.PREFILLED[lang], text), (
             f"{outcome.path.name}: the copy still says its answer is filled in"
         )
-        lesson = nbformat.read(ROOT / "notebooks" / outcome.path.name, as_version=4)
+        lesson = ex.without_wrong(nbformat.read(ROOT / "notebooks" / outcome.path.name, 4))
         for a, _ in ex.exercise_pairs(lesson):
             stub = copy.cells[a].source
             assert f"notebooks/{outcome.path.name}" in stub.splitlines()[1], stub
@@ -362,3 +366,74 @@ def test_every_check_assert_says_what_it_expected_and_got(path):
                     f"{path.name}, cell {nb.cells[c].id}: give this assert a message saying what "
                     f"it expected and what it got: {ast.get_source_segment(source, node)[:80]}"
                 )
+
+
+# ---- every check rejects the plausible wrong answer (issue 40) -----------------------------
+
+
+def test_wrong_answers_follow_their_check_and_never_reach_a_learner():
+    nb = _nb("# ANSWER\nanswer = 42", "assert answer == 42, f'expected 42, got {answer}'")
+    wrong = nbformat.v4.new_raw_cell("answer = 41", metadata={"tags": ["wrong"]})
+    nb.cells.append(wrong)
+    assert ex.wrong_answers(nb) == {2: ["answer = 41"]}
+    copy = ex.learner_copy(nb)
+    assert [c.source for c in copy.cells if "answer = 41" in c.source] == []
+    assert len(copy.cells) == 3 and ex.copy_problems(nb, copy) == []
+    nb.cells.insert(1, nbformat.v4.new_raw_cell("x = 1", metadata={"tags": ["wrong"]}))
+    with pytest.raises(ValueError, match="follows no check"):
+        ex.wrong_answers(nb)
+    nb.cells[1] = nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["wrong"]})
+    with pytest.raises(ValueError, match="not raw"):
+        ex.wrong_answers(nb)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_every_exercise_carries_a_wrong_answer_that_sets_what_its_check_reads(path):
+    nb = nbformat.read(path, as_version=4)
+    wrongs = ex.wrong_answers(nb)
+    for a, c in ex.exercise_pairs(nb):
+        names = ex.needed_names(nb.cells[a].source, nb.cells[c].source)
+        assert wrongs.get(c), (
+            f"{path.name}: the exercise at cell {a} has no wrong answer (a raw cell tagged "
+            "'wrong' after its check, holding the mistake a learner would make)"
+        )
+        for source in wrongs[c]:
+            assert source.startswith("# WRONG"), f"{path.name}: say why it is wrong: {source[:80]}"
+            compile(source, "wrong", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)  # as IPython
+            unset = [n for n in names if n not in ex.defined_names(source)]
+            assert not unset, f"{path.name}: a wrong answer at cell {c} leaves {unset} unset"
+            assert source.split("\n", 1)[1] != nb.cells[a].source.split("\n", 1)[1]
+
+
+@pytest.mark.notebook
+def test_run_lesson_fails_a_check_that_accepts_the_wrong_answer(tmp_path):
+    from labkit import nbrun
+
+    weak = "assert answer > 40, f'expected more than 40, got {answer}'"
+    wrong = ("# WRONG: one off\nanswer = 41",)
+    lesson = _tiny_lesson(tmp_path / "99_tiny.ipynb", "x = 1", check=weak, wrong=wrong)
+    with pytest.raises(nbrun.LessonFailed, match="the check PASSED on wrong answer 1"):
+        nbrun.run_lesson(lesson, timeout=60)
+    strict = "assert answer == 42, f'expected 42, got {answer}'"
+    lesson = _tiny_lesson(tmp_path / "99_tiny.ipynb", "x = 1", check=strict, wrong=wrong)
+    run = nbrun.run_lesson(lesson, out=tmp_path / "out.ipynb", timeout=60)
+    ((_, ok, said),) = run["exercises"]
+    assert ok and "wrong answer 1 rejected: AssertionError: expected 42, got 41" in said, said
+    assert (
+        "teardown sees 42" in nbformat.read(tmp_path / "out.ipynb", 4).cells[-1].outputs[0]["text"]
+    )
+
+
+def test_outside_paths_names_a_home_file_and_a_temp_file_but_not_the_repository():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print()")
+    text = (
+        f"token in {Path.home()}/.ray/auth_token; traceback in /tmp/ipykernel_1/2.py; "
+        f"cache in {ROOT}/data/cache; shm in /dev/shm; a cut display: /main/.venv/bin/python"
+    )
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    nb.cells = [cell]
+    found = nbrun.outside_paths(nb, ROOT)
+    assert found == sorted(
+        [f"cell 0: {Path.home()}/.ray/auth_token", "cell 0: /tmp/ipykernel_1/2.py"]
+    )

@@ -512,8 +512,9 @@ def test_the_learner_time_follows_the_rule(path):
     nb = nbformat.read(path, as_version=4)
     stated = int(re.search(r"\*\*Time:\*\* about (\d+) min", nb.cells[0].source).group(1))
     want = learner_minutes(nb)
-    assert abs(stated - want) <= 0.2 * want, (
-        f"{path.name}: the header says about {stated} min; STYLE.md's rule gives {want:.0f}"
+    assert 0.8 * want <= stated <= 2 * want, (
+        f"{path.name}: the header says about {stated} min; STYLE.md's floor is {want:.0f} "
+        "(a careful read's estimate may be longer, not shorter, and not past twice it)"
     )
 
 

@@ -191,3 +191,32 @@ def test_verdict_takes_a_translation_by_key_and_rejects_bad_names(
         measure.verdict("tasks.verdict_x", True, yes="{}x", no="no", ratio=2)
     with pytest.raises(ValueError, match="rename"):
         measure.verdict("tasks.verdict_x", True, yes="{key}", no="no", key=1)
+
+
+def test_a_noisy_pair_is_within_noise_and_a_separated_pair_is_not(
+    fresh_params, results_dir, capsys
+):
+    """Issue 40: a verdict on two measurements reads their repeated samples, not two scalars."""
+    from labkit.params import setup
+
+    setup("04_scheduling_and_resources", SIZE="smoke")
+    templates = dict(
+        yes="slower: {a:.2f} s against {b:.2f} s",
+        no="not slower: {a:.2f} s against {b:.2f} s",
+        within_noise="within noise: {a_range} and {b_range} over {n} repeats",
+    )
+    noisy = measure.versus([0.5, 0.9, 4.8], [0.4, 0.6, 5.1], unit="s")  # ranges overlap
+    assert noisy.overlap and noisy.ratio == pytest.approx(0.9 / 0.6)
+    held = measure.verdict("xfer.verdict_slower", noisy.ratio > 1, samples=noisy, **templates)
+    assert not held
+    assert capsys.readouterr().out.strip() == "within noise: 0.5-4.8 s and 0.4-5.1 s over 3 repeats"
+    apart = measure.versus([2.0, 2.2, 2.1], [0.4, 0.6, 0.5], unit="s")
+    assert not apart.overlap
+    assert measure.verdict("xfer.verdict_slower", apart.ratio > 1, samples=apart, **templates)
+    assert capsys.readouterr().out.strip() == "slower: 2.10 s against 0.50 s"
+    values = [(r["value"], r["context"]["key"]) for r in read_records(results_dir)]
+    assert values == [(0.5, "xfer.verdict_slower:within_noise"), (1.0, "xfer.verdict_slower:yes")]
+    with pytest.raises(ValueError, match="repeated samples"):
+        measure.versus([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="within_noise= template"):
+        measure.verdict("xfer.verdict_slower", True, yes="a", no="b", samples=apart)

@@ -1,8 +1,10 @@
 """Every lesson, as ``make test`` runs it: executed through the kit's runner
 (:func:`labkit.nbrun.run_lesson`), written to ``$LABKIT_RESULTS_DIR/<lesson>.ipynb`` (``runs/test/``
 under ``make test``), and then, in the same kernel, each exercise's learner cells run: the stub,
-then its check, which must stop at once saying which answer is missing. ``LABKIT_NB`` (``make
-test NB="01 06"``) picks lessons by number. Lessons a module of their own runs whole
+then its check, which must stop at once saying which answer is missing; then each wrong answer,
+which the check must reject. Its outputs may name no path of this machine outside the
+repository. ``LABKIT_NB`` (``make test NB="01 06"``) picks lessons by number. Lessons a module of
+their own runs whole
 (:data:`COVERED_BY`) are run there, with the same runner.
 """
 
@@ -56,3 +58,6 @@ def test_lesson(path, request):
     said = "; ".join(f"{', '.join(names)}: {what}" for names, _, what in run["exercises"])
     print(f"{path.stem}: ran in {run['seconds']:.0f} s; learner checks: {said}")
     assert run["exercises"], "every lesson has exercises"
+    # the site publishes the outputs: no home folder, temporary file or other install of this
+    # machine in them (labkit.params.shown prints a path the portable way)
+    assert not run["outside_paths"], f"paths of this machine in the outputs: {run['outside_paths']}"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit import params
 from labkit.runtime import lifecycle, logs, procs, rayprivate
 from labkit.runtime.net import LOCALHOST, auth_token, enable_token_auth, free_port, token_path
 
@@ -125,8 +126,8 @@ class Session:
             lines.append(f"dashboard    {self.dashboard_url}")
             if auth_token():
                 lines.append(
-                    f"token        in {token_path()} (the dashboard asks for it; API clients send "
-                    "'Authorization: Bearer <token>')"
+                    f"token        in {params.shown(token_path())} (the dashboard asks for it; API "
+                    "clients send 'Authorization: Bearer <token>')"
                 )
         return "\n".join(lines)
 

@@ -51,7 +51,9 @@ def report() -> dict[str, Any]:
     else:
         report["/dev/shm"] = "missing (Ray falls back to /tmp, slower)"
     report["ray auth token"] = (
-        f"present ({token_path()})" if auth_token() else f"none yet ({token_path()})"
+        f"present ({params.shown(token_path())})"
+        if auth_token()
+        else f"none yet ({params.shown(token_path())})"
     )
     report["RAY_ADDRESS"] = os.environ.get("RAY_ADDRESS") or "unset (local Ray)"
     report["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE") or "unset"

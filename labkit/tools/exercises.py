@@ -6,6 +6,11 @@ cell but turns each answer into a ``# YOUR CODE HERE`` stub that leaves the name
 set to ``None``, and starts each check by saying which of them is still missing. ``labkit
 exercises`` writes the copies to ``exercises/`` (git-ignored); ``make lab`` does it too, and
 never loses what a learner wrote there (:func:`sync_copy`).
+
+Each check is followed by at least one **wrong answer**: a raw cell tagged ``wrong`` (so Run All
+never runs it, and learner copies leave it out) holding the mistake a learner would plausibly
+make. ``make test`` runs it in the lesson's kernel and requires the check to reject it
+(:func:`labkit.tools.nbrun.probe_exercise`), as it requires the check to reject the empty stub.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pathlib import Path
 from labkit import params
 from labkit.tools import zh
 
-ANSWER, CHECK = "answer", "check"
+ANSWER, CHECK, WRONG = "answer", "check", "wrong"
 
 
 def tags(cell) -> list[str]:
@@ -126,6 +131,35 @@ def exercise_pairs(nb) -> list[tuple[int, int]]:
     return pairs
 
 
+def wrong_answers(nb) -> dict[int, list[str]]:
+    """For each check cell (by index), the wrong answers that follow it: raw cells tagged
+    ``wrong``, in order. A ``wrong`` cell must be raw and follow a check or another wrong
+    answer."""
+    out: dict[int, list[str]] = {}
+    check = None
+    for i, cell in enumerate(nb.cells):
+        if WRONG not in tags(cell):
+            check = i if CHECK in tags(cell) else None
+            continue
+        if cell.cell_type != "raw":
+            raise ValueError(
+                f"cell {i} is tagged '{WRONG}' but is a {cell.cell_type} cell, not raw"
+            )
+        if check is None:
+            raise ValueError(f"cell {i} is tagged '{WRONG}' but follows no check")
+        out.setdefault(check, []).append(cell.source)
+    return out
+
+
+def without_wrong(nb):
+    """A copy of ``nb`` without its wrong answers: what a learner's copy is made from."""
+    import copy
+
+    out = copy.deepcopy(nb)
+    out.cells = [c for c in out.cells if WRONG not in tags(c)]
+    return out
+
+
 def learner_sources(
     answer: str, check: str, lang: str = "en", lesson: str | None = None
 ) -> tuple[list[str], str, str]:
@@ -148,9 +182,7 @@ def learner_markdown(source: str, lang: str = "en", lesson: str | None = None) -
 def learner_copy(nb, lang: str = "en", lesson: str | None = None):
     """A copy of ``nb`` with each answer stubbed and each check guarded, and the exercise text
     saying where to write (for ``lesson``, the notebook's file name); all else kept."""
-    import copy
-
-    out = copy.deepcopy(nb)
+    out = without_wrong(nb)
     for a, c in exercise_pairs(out):
         answer, check = out.cells[a], out.cells[c]
         _, answer.source, check.source = learner_sources(answer.source, check.source, lang, lesson)
@@ -168,6 +200,9 @@ def copy_problems(nb, copy, lang: str = "en", lesson: str | None = None) -> list
     unchanged. What ``make test-exercises`` checks of the copies it writes; ``make test`` runs
     the stubs and checks themselves, in the lesson's kernel (:func:`labkit.nbrun.run_lesson`)."""
     problems = []
+    nb = without_wrong(nb)
+    if any(WRONG in tags(c) for c in copy.cells):
+        return ["a wrong answer is in the learner copy"]
     if len(copy.cells) != len(nb.cells):
         return [f"{len(copy.cells)} cells, the lesson has {len(nb.cells)}"]
     answers = {a for a, _ in exercise_pairs(nb)}

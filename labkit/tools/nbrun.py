@@ -70,22 +70,23 @@ def _cell_head(source: str, lines: int = 6) -> str:
 
 
 def probe_exercise(
-    runner, nb, answer: str, check: str, lang: str = "en"
+    runner, nb, answer: str, check: str, lang: str = "en", wrong: tuple[str, ...] = ()
 ) -> tuple[list[str], bool, str]:
     """In a kernel that has run the lesson: run an exercise's learner cells (the stub, then the
     guarded check) and expect the check to stop at once, naming the first missing answer; then
     run the lesson's own check, unguarded, on the stub's values: it must fail too (a check that
-    passes with the answer unset tests nothing). The names the stub unsets are saved before and
-    put back after, so that later cells see the lesson's own values. Returns ``(names, ok, what
-    the checks said)``."""
+    passes with the answer unset tests nothing). Then each ``wrong`` answer (the exercise's raw
+    cells tagged ``wrong``): it must run, and the lesson's check must then fail on it with an
+    ``AssertionError`` that says what it expected (a check that accepts the plausible mistake
+    teaches the mistake). The names the stub unsets are saved before and put back after, so that
+    later cells see the lesson's own values. Returns ``(names, ok, what the checks said)``."""
     import nbclient
     import nbformat
 
     from labkit.tools import exercises, zh
 
     names, stub, guarded = exercises.learner_sources(answer, check, lang)
-    keep = f"_labkit_probe_saved = {{n: globals()[n] for n in {names!r} if n in globals()}}"
-    restore = "globals().update(_labkit_probe_saved)\ndel _labkit_probe_saved"
+    keep, restore = _keep_and_restore(names)
     cells = [nbformat.v4.new_code_cell(s) for s in (keep, stub, guarded, check, restore)]
     first = len(nb.cells)
     nb.cells += cells
@@ -107,9 +108,55 @@ def probe_exercise(
         except nbclient.exceptions.CellExecutionError as exc:
             said.append(f"unguarded: {error_line(exc)[:120]}")
         runner.execute_cell(nb.cells[first + 4], first + 4)
+        for n, source in enumerate(wrong, 1):
+            ok = _rejects(runner, nb, names, source, check, said, n) and ok
     finally:
         del nb.cells[first:]
     return names, ok, "; ".join(said)
+
+
+def _keep_and_restore(names: list[str]) -> tuple[str, str]:
+    """Two cells' sources: save ``names`` from the kernel's globals, and put them back after
+    (deleting those that were not there), so later cells see the lesson's own values."""
+    keep = f"_labkit_probe_saved = {{n: globals()[n] for n in {names!r} if n in globals()}}"
+    restore = (
+        f"for _labkit_name in {names!r}:\n"
+        "    globals().pop(_labkit_name, None)\n"
+        "globals().update(_labkit_probe_saved)\n"
+        "del _labkit_probe_saved, _labkit_name"
+    )
+    return keep, restore
+
+
+def _rejects(runner, nb, names: list[str], wrong: str, check: str, said: list, n: int) -> bool:
+    """Run a wrong answer, then the lesson's check: whether the check rejected it, saying what
+    it expected (appended to ``said``). Every name the wrong answer binds is put back after."""
+    import nbclient
+    import nbformat
+
+    from labkit.tools import exercises
+
+    bound = names + [m for m in exercises.defined_names(wrong) if m not in names]
+    keep, restore = _keep_and_restore(bound)
+    first = len(nb.cells)
+    nb.cells += [nbformat.v4.new_code_cell(s) for s in (keep, wrong, check, restore)]
+    runner.execute_cell(nb.cells[first], first)
+    try:
+        runner.execute_cell(nb.cells[first + 1], first + 1)
+    except nbclient.exceptions.CellExecutionError as exc:
+        said.append(f"wrong answer {n} itself raised (it must run): {error_line(exc)[:160]}")
+        runner.execute_cell(nb.cells[first + 3], first + 3)
+        return False
+    try:
+        runner.execute_cell(nb.cells[first + 2], first + 2)
+        said.append(f"the check PASSED on wrong answer {n}: it accepts the mistake")
+        rejected = False
+    except nbclient.exceptions.CellExecutionError as exc:
+        rejected = exc.ename == "AssertionError" and bool(exc.evalue.strip())
+        what = "rejected" if rejected else "failed without saying what it expected"
+        said.append(f"wrong answer {n} {what}: {error_line(exc)[:160]}")
+    runner.execute_cell(nb.cells[first + 3], first + 3)
+    return rejected
 
 
 def run_lesson(
@@ -138,7 +185,8 @@ def run_lesson(
     nb = nbformat.read(path, as_version=4)
     code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
     pairs = ex.exercise_pairs(nb) if exercises else []
-    sources = [(nb.cells[a].source, nb.cells[c].source) for a, c in pairs]
+    wrongs = ex.wrong_answers(nb) if exercises else {}
+    sources = [(nb.cells[a].source, nb.cells[c].source, wrongs.get(c, [])) for a, c in pairs]
     runner = client(nb, path, timeout)
     failed: tuple[int, BaseException] | None = None
     probes: list[tuple[list[str], bool, str]] = []
@@ -156,10 +204,11 @@ def run_lesson(
                 runner.execute_cell(nb.cells[i], i)
             # The Chinese learner copies' cells too, for the lessons the Chinese edition holds.
             langs = ["en", "zh"] if path.stem[:2] in zh.COMPLETE else ["en"]
-            for n, (answer, check) in enumerate(sources, 1):
+            for n, (answer, check, wrong) in enumerate(sources, 1):
                 current = -n
-                for lang in langs:
-                    probes.append(probe_exercise(runner, nb, answer, check, lang))
+                for lang in langs:  # the wrong answers once: the check's code is the same
+                    once = tuple(wrong) if lang == langs[0] else ()
+                    probes.append(probe_exercise(runner, nb, answer, check, lang, once))
         except stops as exc:
             failed = (current, exc)
         finally:
@@ -179,10 +228,41 @@ def run_lesson(
     bad = [f"{', '.join(names)}: {said}" for names, ok, said in probes if not ok]
     if bad:
         raise LessonFailed(
-            f"{path.name}: an exercise's learner cells did not stop at the check, saying "
-            "which answer is missing:\n  " + "\n  ".join(bad)
+            f"{path.name}: an exercise's check did not reject the empty stub (saying which "
+            "answer is missing) or its wrong answer (saying what it expected):\n  "
+            + "\n  ".join(bad)
         )
-    return {"seconds": seconds, "exercises": probes}
+    return {"seconds": seconds, "exercises": probes, "outside_paths": outside_paths(nb)}
+
+
+#: Places every machine has, which an output may name: not a person's or a build's.
+SYSTEM_PATHS = ("/dev/", "/proc/", "/sys/", "/usr/", "/etc/", "/bin/")
+
+
+def outside_paths(nb, root: Path | None = None) -> list[str]:
+    """Absolute paths outside the repository that ``nb``'s outputs print (the site publishes
+    them): a home folder, a temporary file, another install. Paths inside ``root`` (the
+    repository) and :data:`SYSTEM_PATHS` pass. Returns ``"cell N: path"`` for each."""
+    import re
+
+    from labkit import params
+
+    root = Path(root or params.repo_root())
+    found = []
+    pattern = re.compile(r"(?<![\w.:/~-])/(?:[\w.@+-]+/)*[\w.@+-]+")
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            text = out.get("text", "") + out.get("evalue", "")
+            text += "".join(str(v) for k, v in out.get("data", {}).items() if k.startswith("text/"))
+            for path in set(pattern.findall(text)):
+                if path.count("/") < 2 or path.startswith(SYSTEM_PATHS):
+                    continue
+                if not Path("/" + path.split("/")[1]).exists():
+                    continue  # not a path here (a cut display, a URL's tail)
+                if Path(path) == root or root in Path(path).parents:
+                    continue
+                found.append(f"cell {i}: {path}")
+    return sorted(found)
 
 
 def run_until_first_error(path: str | Path, timeout: int = 600):

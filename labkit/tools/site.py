@@ -217,6 +217,8 @@ def prepare_notebook(
         tags = cell.setdefault("metadata", {}).setdefault("tags", [])
         if "answer" in tags and not answers:
             tags.append("hide-cell")  # MyST-NB: code and outputs behind a toggle
+        if "wrong" in tags:
+            tags.append("remove-cell")  # a test's wrong answer: not for the page
         if cell["cell_type"] != "code":
             continue
         kept = []

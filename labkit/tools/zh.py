@@ -449,7 +449,9 @@ def verdict_templates(paths: list[Path] | None = None) -> dict[str, tuple[str, s
                     continue
                 metric = node.args[0].value
                 for kw in node.keywords:
-                    if kw.arg in ("yes", "no") and isinstance(kw.value, ast.Constant):
+                    if kw.arg in ("yes", "no", "within_noise") and isinstance(
+                        kw.value, ast.Constant
+                    ):
                         found[f"{metric}:{kw.arg}"] = (kw.value.value, path.name)
     return found
 
