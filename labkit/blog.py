@@ -78,11 +78,13 @@ class Entry:
     fix: str = ""
     taught: str = ""
     verdict: str = ""
+    parts: str = ""  # a claim of several parts, each judged apart: "about 1 ms | 10-100x faster"
     number: int = 0
     evidence: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    outcome: str = ""  # the word e.decide chose: reproduced or contradicted
+    outcome: str = ""  # the word e.decide chose: reproduced or contradicted (per part, joined)
+    decided: dict[str, str] = field(default_factory=dict)  # part -> the word its decide chose
     _caught_at: int = 0
 
     def __post_init__(self) -> None:
@@ -108,20 +110,41 @@ class Entry:
         self.notes.append(text)
         print(f"#{self.number} {self.section}: {text}")
 
+    def part_names(self) -> list[str]:
+        """The parts the claim was split into (``parts="a | b"``), or none."""
+        return [x.strip() for x in self.parts.split("|") if x.strip()]
+
     def decide(
-        self, name: str, holds: object, *, reproduced: str, contradicted: str, **values: object
+        self,
+        name: str,
+        holds: object,
+        *,
+        reproduced: str,
+        contradicted: str,
+        part: str = "",
+        **values: object,
     ) -> str:
         """Let the run's numbers choose the verdict of a quantitative claim; print and record it.
 
         ``holds``: whether the run agrees with the post's figure. The sentence for each side is a
         template over ``values`` (:func:`labkit.measure.verdict`); the record is
         ``blog.verdict_<name>``, 1.0 for reproduced. Never raises on the outcome.
+
+        A claim of several parts (the entry's ``parts="about 1 ms | 10-100x faster"``) is judged
+        one part at a time: each call names its ``part``, the line says which part it judges, and
+        the entry's outcome lists every part's word (an entry with parts needs a decide for each).
         """
         from labkit.measure import verdict
 
         if not self.verdict.startswith(RUN):
             raise ValueError(f"#{self.number}: decide() needs verdict='{RUN}: ...' in the entry")
-        head = f"#{self.number} {self.section}: {{outcome}}: "
+        if bool(part) != bool(self.parts) or (part and part not in self.part_names()):
+            raise ValueError(
+                f"#{self.number}: part={part!r}, but the entry's parts are {self.part_names()}: "
+                "a claim of several parts is judged one named part at a time"
+            )
+        where = f" ({part})" if part else ""
+        head = f"#{self.number} {self.section}{where}: {{outcome}}: "
         held = verdict(
             f"blog.verdict_{name}",
             holds,
@@ -130,9 +153,16 @@ class Entry:
             entry=self.number,
             **values,
         )
-        self.outcome = "reproduced" if held else "contradicted"
-        self.evidence.append(f"{self.outcome} ({name})")
-        return self.outcome
+        word = "reproduced" if held else "contradicted"
+        self.decided[part] = word
+        if part:
+            self.outcome = "; ".join(
+                f"{k}: {self.decided[k]}" for k in self.part_names() if k in self.decided
+            )
+        else:
+            self.outcome = word
+        self.evidence.append(f"{word} ({name})")
+        return word
 
     def problems(self) -> list[str]:
         """What this entry still lacks before its status is proved by what ran."""
@@ -141,6 +171,8 @@ class Entry:
         out = []
         if self.verdict.startswith(RUN) and not self.outcome:
             out.append(f"verdict '{RUN}' but no e.decide(...) chose it")
+        if undecided := [x for x in self.part_names() if x not in self.decided]:
+            out.append(f"the claim's parts {undecided} were not judged (e.decide(..., part=...))")
         if not self.evidence and not self.notes:
             out.append("no check passed (call entry.check)")
         if self.status in FAILING and "`" in self.what and not caught:

@@ -306,7 +306,6 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-#: Sentences that replace a verdict's English template, by message key (``"<metric>:<side>"``).
 @dataclass(frozen=True)
 class Versus:
     """Repeated samples of a candidate against repeated samples of its baseline: their medians,
@@ -358,6 +357,7 @@ def versus(candidate: Any, baseline: Any, unit: str = "") -> Versus:
     return Versus(tuple(float(x) for x in a), tuple(float(x) for x in b), unit)
 
 
+#: Sentences that replace a verdict's English template, by message key (``"<metric>:<side>"``).
 #: With ``LABKIT_LANG=zh`` the Chinese comes from ``zh/verdicts.md`` (:mod:`labkit.lang`); the
 #: run's numbers and records stay the same.
 MESSAGES: dict[str, str] = {}

@@ -198,3 +198,30 @@ def test_the_blog_table_command_fails_on_a_weak_check(tmp_path, capsys):
     planted.write_text(json.dumps(nb))
     assert cli.main(["blog-table", "--notebook", str(planted)]) == 1
     assert "cannot fail: cell" in capsys.readouterr().out
+
+
+def test_a_claim_of_two_parts_is_judged_part_by_part(fresh_params, results_dir, capsys):
+    """Issue 40: a verdict covers exactly the part of the claim it judges; a claim with two
+    parts (about 1 ms, and 10-100x faster) needs both judged, each named."""
+    from labkit.params import setup
+
+    setup("12_from_the_blog_to_ray_2_60", SIZE="smoke")
+    ledger = blog.Ledger()
+    claim = "latency ~1 ms, 10-100x faster than other frameworks"
+    e = ledger.entry(
+        "S2 §2.2", claim, "misleading", verdict="by the run: a vs b", parts="about 1 ms | 10-100x"
+    )
+    e.decide("ms", 1.5 <= 2, part="about 1 ms", reproduced="{ms} ms", contradicted="{ms}", ms=1.5)
+    with pytest.raises(AssertionError, match=r"parts \['10-100x'\] were not judged"):
+        ledger.entry("S2 §3", "next", "works")
+    e.decide("x", 0.6 >= 10, part="10-100x", reproduced="{r}x", contradicted="only {r}x", r=0.6)
+    assert e.outcome == "about 1 ms: reproduced; 10-100x: contradicted"
+    said = capsys.readouterr().out.strip().splitlines()
+    assert said == [
+        "#1 S2 §2.2 (about 1 ms): reproduced: 1.5 ms",
+        "#1 S2 §2.2 (10-100x): contradicted: only 0.6x",
+    ]
+    with pytest.raises(ValueError, match="one named part at a time"):
+        e.decide("y", True, reproduced="a", contradicted="b")  # a part must be named
+    with pytest.raises(ValueError, match="one named part at a time"):
+        e.decide("y", True, part="twice", reproduced="a", contradicted="b")

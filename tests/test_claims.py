@@ -21,6 +21,7 @@ RULES = {
     "a multiplier": ("multiplier",),
     "a duration": ("duration",),
     "a comparison": ("comparison",),
+    "a figure, stated": ("figure",),
 }
 #: The Chinese edition's rules: one pattern each, read from STYLE.md's ``claims-zh`` block.
 RULES_ZH = {
@@ -29,6 +30,7 @@ RULES_ZH = {
     "a multiplier": ("zh_multiplier",),
     "a duration": ("zh_duration",),
     "a comparison": ("zh_comparison",),
+    "a figure, stated": ("zh_figure",),
 }
 
 
@@ -124,6 +126,12 @@ def test_style_lists_every_pattern_the_rules_use():
         "At smoke an epoch is a fraction of a second.",
         "Ray Data is faster than the DataLoader.",
         "The batched app was much slower than the plain one.",
+        "The p99 was 2626 ms.",
+        "The update finished in 3 s.",
+        "The pull ran at 0.47 GB/s.",
+        "Throughput was 1.33x the baseline's.",
+        "It is 3 times the throughput.",
+        "Ray Data is faster than the DataLoader when batches are big.",
     ],
 )
 def test_a_planted_contradicting_sentence_fails(planted):
@@ -160,6 +168,10 @@ def test_what_to_look_for_and_the_posts_figures_pass(allowed):
         "第一批数据不到一秒就到了。",
         "Ray Data 比 DataLoader 快得多。",
         "每个请求的延迟是 15 毫秒左右。",
+        "吞吐量是基线的 1.33 倍。",
+        "p99 是 2626 毫秒。",
+        "更新在 3 秒内完成。",
+        "第一个结果在 ~0.1 秒后到达。",
     ],
 )
 def test_a_planted_chinese_sentence_fails(planted):

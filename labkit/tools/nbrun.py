@@ -130,14 +130,19 @@ def _keep_and_restore(names: list[str]) -> tuple[str, str]:
 
 def _rejects(runner, nb, names: list[str], wrong: str, check: str, said: list, n: int) -> bool:
     """Run a wrong answer, then the lesson's check: whether the check rejected it, saying what
-    it expected (appended to ``said``). Every name the wrong answer binds is put back after."""
+    it expected (appended to ``said``). The names the check needs are unset first, so nothing of
+    the worked answer is left for a wrong answer to lean on; every name the wrong answer or the
+    check binds is put back after."""
     import nbclient
     import nbformat
 
     from labkit.tools import exercises
 
-    bound = names + [m for m in exercises.defined_names(wrong) if m not in names]
+    bound = list(
+        dict.fromkeys(names + exercises.defined_names(wrong) + exercises.defined_names(check))
+    )
     keep, restore = _keep_and_restore(bound)
+    keep += "\n" + "\n".join(f"{n} = None" for n in names)  # the worked answer's values gone
     first = len(nb.cells)
     nb.cells += [nbformat.v4.new_code_cell(s) for s in (keep, wrong, check, restore)]
     runner.execute_cell(nb.cells[first], first)

@@ -195,19 +195,27 @@ def comments(source: str) -> list[tuple[int, int, str]]:
 
 
 def check_messages(source: str) -> list[str]:
-    """The literal messages of a check cell's ``assert``s (a string or an f-string), as
-    written: what a learner reads when the check fails."""
+    """The literal messages of a check cell's ``assert``s and ``raise AssertionError(...)``s (a
+    string or an f-string), as written: what a learner reads when the check fails."""
     import ast
 
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    return [
-        ast.get_source_segment(source, node.msg)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assert) and isinstance(node.msg, ast.Constant | ast.JoinedStr)
-    ]
+    said = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) and isinstance(node.msg, ast.Constant | ast.JoinedStr):
+            said.append(ast.get_source_segment(source, node.msg))
+        elif (  # raise AssertionError("..."): a check's message too
+            isinstance(node, ast.Raise)
+            and isinstance(node.exc, ast.Call)
+            and getattr(node.exc.func, "id", "") == "AssertionError"
+            and node.exc.args
+            and isinstance(node.exc.args[0], ast.Constant | ast.JoinedStr)
+        ):
+            said.append(ast.get_source_segment(source, node.exc.args[0]))
+    return said
 
 
 def _said(cell: dict) -> list[str]:
