@@ -424,13 +424,15 @@ def test_run_lesson_fails_a_check_that_accepts_the_wrong_answer(tmp_path):
     )
 
 
-def test_outside_paths_names_a_home_file_and_a_temp_file_but_not_the_repository():
+def test_outside_paths_names_a_home_file_and_a_temp_file_but_not_the_repository(monkeypatch):
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("print()")
     text = (
         f"token in {Path.home()}/.ray/auth_token; traceback in /tmp/ipykernel_1/2.py; "
-        f"cache in {ROOT}/data/cache; shm in /dev/shm; a cut display: /main/.venv/bin/python"
+        f"cache in {ROOT}/data/cache; shm in /dev/shm; a cut display: /main/.venv/bin/python; "
+        "results the user chose: /tmp/chosen-results/job"
     )
+    monkeypatch.setenv("LABKIT_RESULTS_DIR", "/tmp/chosen-results")
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
     nb.cells = [cell]
     found = nbrun.outside_paths(nb, ROOT)

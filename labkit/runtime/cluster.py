@@ -94,6 +94,11 @@ class LocalCluster:
     def __repr__(self) -> str:
         return f"LocalCluster({1 + len(self.nodes)} nodes in {self.temp_dir})"
 
+    @property
+    def short(self) -> str:
+        """What a lesson's output names it by: no temporary folder of this machine."""
+        return f"LocalCluster({1 + len(self.nodes)} nodes)"
+
     def _remember(self) -> None:
         pids: dict[str, list[int]] = {}
         for node in [self._cluster.head_node, *self._cluster.worker_nodes]:
@@ -421,6 +426,11 @@ class ElasticCluster:
 
     def __repr__(self) -> str:
         return f"ElasticCluster(up to {self.max_workers} workers, in {self.temp_dir})"
+
+    @property
+    def short(self) -> str:
+        """What a lesson's output names it by: no temporary folder of this machine."""
+        return f"ElasticCluster(up to {self.max_workers} workers)"
 
     def _remember(self) -> None:
         procs.forget(self._owner)

@@ -39,7 +39,8 @@ def take_over(*, reap: bool = True) -> None:
 
     if _active is not None:
         previous, _active = _active, None
-        print(f"labkit: stopping {previous!r}, which this kernel started earlier", file=sys.stderr)
+        what = getattr(previous, "short", None) or repr(previous)  # no temp folder in outputs
+        print(f"labkit: stopping {what}, which this kernel started earlier", file=sys.stderr)
         previous.stop()
     elif ray.is_initialized():
         raise RuntimeError(

@@ -253,6 +253,13 @@ def outside_paths(nb, root: Path | None = None) -> list[str]:
     from labkit import params
 
     root = Path(root or params.repo_root())
+    # The kit's own output folders may be set outside the repository (LABKIT_RESULTS_DIR,
+    # LABKIT_DATA_DIR): paths under them are where the user asked, not the machine's own.
+    chosen = [
+        Path(os.environ[k]).resolve()
+        for k in ("LABKIT_RESULTS_DIR", "LABKIT_DATA_DIR")
+        if os.environ.get(k)
+    ]
     found = []
     pattern = re.compile(r"(?<![\w.:/~-])/(?:[\w.@+-]+/)*[\w.@+-]+")
     for i, cell in enumerate(nb.cells):
@@ -264,7 +271,7 @@ def outside_paths(nb, root: Path | None = None) -> list[str]:
                     continue
                 if not Path("/" + path.split("/")[1]).exists():
                     continue  # not a path here (a cut display, a URL's tail)
-                if Path(path) == root or root in Path(path).parents:
+                if any(Path(path) == r or r in Path(path).parents for r in (root, *chosen)):
                     continue
                 found.append(f"cell {i}: {path}")
     return sorted(found)
