@@ -176,8 +176,9 @@ def run_lesson(
     each exercise's learner cells (:func:`probe_exercise`); then the teardown, which runs
     whatever failed before it. The executed lesson is written to ``out`` (its outputs; the
     probes' cells are not kept). Raises :class:`LessonFailed` naming the cell and its error,
-    or the exercises whose learner cells did not stop at their check. Returns the seconds and
-    each exercise's ``(names, ok, what the check said)``."""
+    or the exercises whose stub or wrong answer their check did not reject. Returns the seconds,
+    each exercise's ``(names, ok, what the check said)`` and the paths of this machine the
+    outputs print (:func:`outside_paths`)."""
     import time
 
     import nbclient
