@@ -34,9 +34,13 @@ import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from labkit import checks
 from labkit.params import repo_root
+
+if TYPE_CHECKING:
+    from labkit.measure import Versus
 
 #: What happens to a snippet or claim on Ray 2.60 (the issue's five, and one for anecdotes).
 STATUSES = ("works", "deprecated", "raises", "does not exist", "misleading", "not checkable")
@@ -83,7 +87,7 @@ class Entry:
     evidence: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    outcome: str = ""  # the word e.decide chose: reproduced or contradicted (per part, joined)
+    outcome: str = ""  # e.decide's word: reproduced, contradicted or within noise (per part)
     decided: dict[str, str] = field(default_factory=dict)  # part -> the word its decide chose
     _caught_at: int = 0
 
@@ -122,6 +126,8 @@ class Entry:
         reproduced: str,
         contradicted: str,
         part: str = "",
+        samples: Versus | None = None,
+        within_noise: str | None = None,
         **values: object,
     ) -> str:
         """Let the run's numbers choose the verdict of a quantitative claim; print and record it.
@@ -133,6 +139,10 @@ class Entry:
         A claim of several parts (the entry's ``parts="about 1 ms | 10-100x faster"``) is judged
         one part at a time: each call names its ``part``, the line says which part it judges, and
         the entry's outcome lists every part's word (an entry with parts needs a decide for each).
+
+        A figure measured with repeats passes them as ``samples=`` (:func:`labkit.versus`, against
+        the post's figure or bound) with a ``within_noise`` template: when the repeats fall on both
+        sides of it, the outcome is "within noise", printed with the spread and recorded as 0.5.
         """
         from labkit.measure import verdict
 
@@ -150,10 +160,15 @@ class Entry:
             holds,
             yes=head.format(outcome="reproduced") + reproduced,
             no=head.format(outcome="contradicted") + contradicted,
+            within_noise=None
+            if within_noise is None
+            else head.format(outcome="within noise") + within_noise,
+            samples=samples,
             entry=self.number,
             **values,
         )
-        word = "reproduced" if held else "contradicted"
+        within = samples is not None and samples.overlap
+        word = "within noise" if within else "reproduced" if held else "contradicted"
         self.decided[part] = word
         if part:
             self.outcome = "; ".join(

@@ -332,22 +332,32 @@ class Versus:
         ``b_range`` ("lo-hi unit"), ``n`` (the fewer of the two sample counts), ``ratio``."""
 
         def span(xs: tuple[float, ...]) -> str:
-            return f"{min(xs):.3g}-{max(xs):.3g}{' ' + self.unit if self.unit else ''}"
+            unit = f" {self.unit}" if self.unit else ""
+            if len(set(xs)) == 1:  # one fixed figure
+                return f"{xs[0]:.3g}{unit}"
+            return f"{min(xs):.3g}-{max(xs):.3g}{unit}"
 
         return {
             "a": statistics.median(self.a),
             "b": statistics.median(self.b),
             "a_range": span(self.a),
             "b_range": span(self.b),
-            "n": min(len(self.a), len(self.b)),
+            "n": min(len(self.a), len(self.b)) if len(self.b) > 1 else len(self.a),
             "ratio": self.ratio,
         }
 
 
 def versus(candidate: Any, baseline: Any, unit: str = "") -> Versus:
     """Compare two sets of repeated samples (at least 2 each; a :class:`Timing` gives its runs):
-    a verdict on one number against another cannot tell a difference from the run's noise."""
+    a verdict on one number against another cannot tell a difference from the run's noise.
+
+    ``baseline`` may also be one fixed figure, such as a claim's bound (``versus(repeats, 2.0)``):
+    the ranges then overlap when the candidate's repeats fall on both sides of it."""
     a = tuple(candidate.runs if isinstance(candidate, Timing) else candidate)
+    if isinstance(baseline, int | float):
+        if len(a) < 2:
+            raise ValueError(f"a comparison needs repeated samples (got {len(a)}): repeat it")
+        return Versus(tuple(float(x) for x in a), (float(baseline),), unit)
     b = tuple(baseline.runs if isinstance(baseline, Timing) else baseline)
     if min(len(a), len(b)) < 2:
         raise ValueError(

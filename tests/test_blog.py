@@ -223,5 +223,35 @@ def test_a_claim_of_two_parts_is_judged_part_by_part(fresh_params, results_dir, 
     ]
     with pytest.raises(ValueError, match="one named part at a time"):
         e.decide("y", True, reproduced="a", contradicted="b")  # a part must be named
+
+
+def test_a_part_whose_repeats_straddle_the_posts_bound_is_within_noise(
+    fresh_params, results_dir, capsys
+):
+    """Issue 40: "about 1 ms" judged at 2 ms on one median flipped at 2.04 ms; judged on five
+    batches' medians, repeats on both sides of the bound say "within noise", not a verdict."""
+    from labkit.measure import read_records, versus
+    from labkit.params import setup
+
+    setup("12_from_the_blog_to_ray_2_60", SIZE="smoke")
+    e = blog.Ledger().entry(
+        "S2 §2.2", "latency ~1 ms", "misleading", verdict="by the run: a", parts="about 1 ms"
+    )
+    templates = dict(
+        part="about 1 ms",
+        reproduced="{ms:.2f} ms",
+        contradicted="{ms:.2f} ms, over 2",
+        within_noise="{ms:.2f} ms; batches {a_range} against {b_range}",
+    )
+    word = e.decide(
+        "ms", 2.04 <= 2, samples=versus([1.7, 2.04, 2.3], 2.0, "ms"), ms=2.04, **templates
+    )
+    assert word == "within noise" and e.outcome == "about 1 ms: within noise"
+    assert capsys.readouterr().out.strip() == (
+        "#1 S2 §2.2 (about 1 ms): within noise: 2.04 ms; batches 1.7-2.3 ms against 2 ms"
+    )
+    assert [r["value"] for r in read_records(results_dir)] == [0.5]
+    word = e.decide("ms", 1.5 <= 2, samples=versus([1.4, 1.5, 1.6], 2.0, "ms"), ms=1.5, **templates)
+    assert word == "reproduced"
     with pytest.raises(ValueError, match="one named part at a time"):
         e.decide("y", True, part="twice", reproduced="a", contradicted="b")

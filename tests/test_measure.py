@@ -220,3 +220,16 @@ def test_a_noisy_pair_is_within_noise_and_a_separated_pair_is_not(
         measure.versus([1.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="within_noise= template"):
         measure.verdict("xfer.verdict_slower", True, yes="a", no="b", samples=apart)
+
+
+def test_repeats_against_a_fixed_bound_are_within_noise_when_they_straddle_it():
+    """Issue 40: a figure judged against a claim's bound (2 ms for "about 1 ms") reads its
+    repeats: on both sides of the bound, it is within noise; all on one side, it is not."""
+    straddle = measure.versus([1.5, 1.8, 2.3], 2.0, unit="ms")
+    assert straddle.overlap
+    fields = straddle.fields()
+    assert (fields["a_range"], fields["b_range"], fields["n"]) == ("1.5-2.3 ms", "2 ms", 3)
+    below = measure.versus([1.2, 1.4, 1.3], 2.0, unit="ms")
+    assert not below.overlap and below.ratio == pytest.approx(1.3 / 2.0)
+    with pytest.raises(ValueError, match="repeated samples"):
+        measure.versus([1.0], 2.0)
