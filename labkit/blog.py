@@ -72,6 +72,14 @@ def order_key(section: str) -> tuple[int, tuple[int, ...]]:
     return int(m.group(1)), tuple(int(x) for x in m.group(2).split("."))
 
 
+class Word(str):
+    """The word :meth:`Entry.decide` chose: a string, and silent as a cell's last value (the
+    line decide printed already says it)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
 @dataclass
 class Entry:
     """One snippet or claim of a post, with what Ray 2.60 does about it."""
@@ -168,7 +176,7 @@ class Entry:
             **values,
         )
         within = samples is not None and samples.overlap
-        word = "within noise" if within else "reproduced" if held else "contradicted"
+        word = Word("within noise" if within else "reproduced" if held else "contradicted")
         self.decided[part] = word
         if part:
             self.outcome = "; ".join(

@@ -247,6 +247,7 @@ def test_a_part_whose_repeats_straddle_the_posts_bound_is_within_noise(
         "ms", 2.04 <= 2, samples=versus([1.7, 2.04, 2.3], 2.0, "ms"), ms=2.04, **templates
     )
     assert word == "within noise" and e.outcome == "about 1 ms: within noise"
+    assert hasattr(word, "_ipython_display_")  # silent as a cell's last value: decide printed it
     assert capsys.readouterr().out.strip() == (
         "#1 S2 §2.2 (about 1 ms): within noise: 2.04 ms; batches 1.7-2.3 ms against 2 ms"
     )
