@@ -1,6 +1,7 @@
 """Every lab report in ``bench/``, as ``make test`` runs it: at ``smoke`` (one point of each
 sweep), through the kit's runner, written to ``$LABKIT_RESULTS_DIR/bench/<report>.ipynb``. A lab
-report has no exercises; its records go where the lessons' do."""
+report has no exercises; its records go where the lessons' do, and its outputs name no path of
+this machine outside the repository (the site publishes them)."""
 
 import os
 from pathlib import Path
@@ -25,3 +26,4 @@ def test_lab_report(path):
     run = nbrun.run_lesson(path, out=out / path.name, timeout=nbrun.cell_timeout(), exercises=False)
     print(f"{path.stem}: ran in {run['seconds']:.0f} s")
     assert not run["exercises"]
+    assert not run["outside_paths"], f"paths of this machine in the outputs: {run['outside_paths']}"
