@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from labkit import lang
 from labkit.params import repo_root
 from labkit.tools import exercises, zh
 
@@ -166,6 +167,40 @@ def test_the_posts_quotes_are_identical_to_the_english_copys(path):
     for cell, en, cn in chinese_cells(path):
         for quote in re.findall(r"「[^」]*」", en):
             assert quote in cn, f"{path.stem}, cell {cell}: the quote {quote} is not verbatim"
+
+
+RATIO_WORDING = re.compile(
+    r"(?:快|慢|提高|加快|降低|减少)了?\s*(?:\{[^}]*\}|[\d.]+(?:-[\d.]+)?)\s*倍"
+)
+
+
+def number_wording_problems(text: str) -> list[str]:
+    """「快了 N 倍」-style ratios outside the posts' quotes (TERMINOLOGY.md's Numbers rule)."""
+    text = re.sub(r"「[^」]*」", " ", text)
+    return [m.group(0) for m in RATIO_WORDING.finditer(text)]
+
+
+def test_the_number_wording_rule_catches_its_planted_forms():
+    planted = ["快了 1.30 倍", "慢 {slower:.0f} 倍", "比 fp32 快 {speedup:.2f} 倍", "提高了 2 倍"]
+    assert all(number_wording_problems(s) for s in planted)
+    kept = ["速度是 fp32 的 {speedup:.2f} 倍", "加速比 1.30", "「比传统框架快10-100倍」"]
+    assert not any(number_wording_problems(s) for s in kept)
+
+
+def test_ratios_and_bounds_are_worded_the_chinese_way():
+    """Issue 41: ratios as 「是……的 N 倍」 or 「加速比 N」; "at least" and "up to" never flipped."""
+    texts = sorted((ROOT / "zh").rglob("*.md")) + [ROOT / "README.zh.md"]
+    problems = [
+        f"{path.relative_to(ROOT)}: {bad}"
+        for path in texts
+        for bad in number_wording_problems(path.read_text(encoding="utf-8"))
+    ]
+    for key, (en, cn) in lang.read_verdicts().items():
+        if re.search(r"\bat least\b", en) and "以内" in cn:
+            problems.append(f"verdict {key}: 'at least' worded as 以内")
+        if re.search(r"\b(up to|at most|within \d)", en) and re.search("以上|至少", cn):
+            problems.append(f"verdict {key}: 'up to' worded as 以上")
+    assert not problems, "\n  ".join(["see TERMINOLOGY.md, Numbers:", *problems])
 
 
 def test_glossary_terms_are_listed_once():
