@@ -53,6 +53,7 @@ def prose(text: str) -> str:
     text = re.sub(r"`[^`]*`", " ", text)
     text = re.sub(r"\$[^$\n]+\$", " ", text)  # formulas
     text = re.sub(r"「[^」]*」", " ", text)
+    text = re.sub(r"《[^》]*》", " ", text)  # a book's or a post's title, verbatim
     text = re.sub(r"\[[^\]]*\]\((?:\.\./\w+/)?(?:\d\d_|lab_)[^)]*\)", " ", text)  # a title
     text = re.sub(r"\]\([^)]*\)", "]", text)
     return re.sub(r"<[^>]+>", " ", text)
@@ -119,12 +120,13 @@ def test_the_language_comes_from_labkit_lang_never_lang(monkeypatch):
 def test_glossary_spellings_and_the_english_on_first_use(path):
     terms, words = glossary()
     text = "\n".join(cn for _, _, cn in chinese_cells(path))
+    quoted = re.sub(r"「[^」]*」", " ", text)  # the posts' own words may spell a term their way
     problems = []
     every = terms + words
     for term in every:
         for bad in term["rejected"]:
             longer = [t["zh"] for t in every if bad in t["zh"] and t["zh"] != bad]
-            masked = text
+            masked = quoted
             for t in longer:
                 masked = masked.replace(t, "□" * len(t))
             if bad in masked:
@@ -243,6 +245,21 @@ def test_the_chinese_lesson_01_runs_end_to_end(tmp_path, monkeypatch):
     assert len(said) == len(run["exercises"]) >= 4  # two exercises, in English and in Chinese
     executed = nbformat.read(tmp_path / "out" / lesson.name, as_version=4)
     assert executed.cells[0].source.startswith("# 01 · 远程任务")
+
+
+def test_every_row_of_lesson_12s_table_has_current_chinese(tmp_path, monkeypatch):
+    """Issue 41: the table's entry, verdict and fix columns read in Chinese, each row from
+    zh/ledger.md beside the English it translates; a changed English row shows as stale."""
+    assert zh.stale_ledger() == [], "\n".join(map(str, zh.stale_ledger()))
+    rows = zh.read_ledger()
+    assert len(rows) >= 77 and all(zh_ for f in rows.values() for _en, zh_ in f.values())
+    planted = tmp_path / "ledger.md"
+    text = zh.ledger_path().read_text(encoding="utf-8")
+    planted.write_text(text.replace("entry-en: ", "entry-en: (changed) ", 1), encoding="utf-8")
+    monkeypatch.setattr(zh, "ledger_path", lambda: planted)
+    (found,) = [s for s in zh.stale_ledger() if s.cell.endswith("entry")]
+    assert found.why == "the English changed"
+    assert "| 误导 |" in zh.ledger_table("| 1 | S0 §1 | x | misleading |  |  | here |")
 
 
 def test_lesson_12s_table_is_the_english_one_through_the_fixed_map():

@@ -578,7 +578,7 @@ def cmd_zh(args: argparse.Namespace) -> int:
     if args.action == "stale":
         found = [s for path in paths for s in zh.stale(path)]
         if not args.notebooks:
-            found += zh.stale_verdicts()
+            found += zh.stale_verdicts() + zh.stale_ledger()
         for item in found:
             print(item)
         done = sum(not any(s.notebook == p.name for s in found) for p in paths)

@@ -381,8 +381,7 @@ def scaffold(notebook: Path) -> list[str]:
 # ---- lesson 12's ledger table ----------------------------------------------------------------
 
 #: The fixed map for lesson 12's summary table: its headers, status words and verdict words.
-#: The entries and fixes stay as written (API names and figures), each entry's Chinese is in
-#: its own cell.
+#: Each row's entry, verdict and fix come from ``zh/ledger.md`` (:func:`read_ledger`).
 _LEDGER_WORDS = {
     "| # | post | entry | status | verdict | fix on Ray 2.60 | taught in |": (
         "| # | 博文 | 条目 | 状态 | 结论 | 在 Ray 2.60 上的改法 | 在哪一课讲 |"
@@ -402,10 +401,69 @@ _LEDGER_WORDS = {
 }
 
 
+_LEDGER_ENTRY = re.compile(r"<!-- entry (\d+) -->\n((?:(?:entry|verdict|fix)-(?:en|zh): .*\n?)*)")
+
+
+def ledger_path() -> Path:
+    return repo_root() / "zh" / "ledger.md"
+
+
+def read_ledger(path: Path | None = None) -> dict[int, dict[str, tuple[str, str]]]:
+    """``{entry number: {field: (English, Chinese)}}`` from ``zh/ledger.md``: the Chinese of
+    each row of lesson 12's table (its entry, the verdict's text after its word, and the fix),
+    beside the English it translates, so a changed English row shows as stale."""
+    path = path or ledger_path()
+    if not path.exists():
+        return {}
+    out: dict[int, dict[str, tuple[str, str]]] = {}
+    for m in _LEDGER_ENTRY.finditer(path.read_text(encoding="utf-8")):
+        said: dict[str, dict[str, str]] = {}
+        for line in m.group(2).splitlines():
+            key, _, text = line.partition(": ")
+            field, _, lang = key.partition("-")
+            said.setdefault(field, {})[lang] = text
+        out[int(m.group(1))] = {f: (v.get("en", ""), v.get("zh", "")) for f, v in said.items()}
+    return out
+
+
+def _ledger_rows(english: str) -> list[list[str]]:
+    return [
+        [c.strip() for c in line.strip("|").split(" | ")]
+        for line in english.split("\n")
+        if line.startswith("| ") and not line.startswith(("|---", "| # "))
+    ]
+
+
+def _row_fields(cells: list[str]) -> dict[str, str]:
+    _number, _post, entry, _status, verdict, fix, _taught = cells
+    word, colon, rest = verdict.partition(":")
+    return {"entry": entry, "verdict": rest.strip() if colon else "", "fix": fix}
+
+
+def stale_ledger(notebook: Path | None = None) -> list[Stale]:
+    """Each row of lesson 12's table whose Chinese in ``zh/ledger.md`` is missing or was made
+    from other English."""
+    from labkit import blog
+
+    path = notebook or repo_root() / "notebooks" / blog.NOTEBOOK
+    have = read_ledger()
+    out = []
+    for cells in _ledger_rows(blog.table_in(path)):
+        said = have.get(int(cells[0]), {})
+        for field, english in _row_fields(cells).items():
+            if english and said.get(field, ("", ""))[0] != english:
+                why = "no Chinese" if field not in said else "the English changed"
+                out.append(Stale(path.name, f"ledger #{cells[0]} {field}", why))
+    return out
+
+
 def ledger_table(english: str) -> str:
     """Lesson 12's summary table (``blog.table``'s markdown) with its headers, status words
-    and verdict words through :data:`_LEDGER_WORDS`; the entries and fixes as they are."""
+    and verdict words through :data:`_LEDGER_WORDS`, and each row's entry, verdict and fix
+    from ``zh/ledger.md`` where its English is current (else the English, and
+    :func:`stale_ledger` says so)."""
     w = _LEDGER_WORDS
+    chinese = read_ledger()
     out = []
     for line in english.split("\n"):
         if line in w:
@@ -414,10 +472,17 @@ def ledger_table(english: str) -> str:
             cells = line.strip("|").split(" | ")
             cells = [c.strip() for c in cells]
             number, post, entry, status, verdict, fix, taught = cells
+            said = chinese.get(int(number), {})
+            zh_of = {
+                field: said[field][1]
+                for field, english in _row_fields(cells).items()
+                if field in said and said[field][0] == english and said[field][1]
+            }
+            entry, fix = zh_of.get("entry", entry), zh_of.get("fix", fix)
             status = w.get(status, status)
             word, colon, rest = verdict.partition(":")
             if colon and word in w:
-                verdict = f"{w[word]}：{rest.strip()}"
+                verdict = f"{w[word]}：{zh_of.get('verdict', rest.strip())}"
             taught = w.get(taught, taught)
             out.append(
                 "| " + " | ".join([number, post, entry, status, verdict, fix, taught]) + " |"
