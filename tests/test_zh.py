@@ -182,6 +182,23 @@ def number_wording_problems(text: str) -> list[str]:
     return [m.group(0) for m in RATIO_WORDING.finditer(text)]
 
 
+def test_one_verdict_key_carries_one_sentence(tmp_path, monkeypatch):
+    """Issue 41: a key two notebooks give different English (07 and a lab report did) leaves
+    one of them without Chinese; the staleness check names the key."""
+    cells = []
+    for english in ("sped up {x}", "ran {x} faster"):
+        src = f"labkit.verdict('tasks.verdict_same', True, yes='{english}', no='no {{x}}', x=1)"
+        cells.append({"cell_type": "code", "source": src, "metadata": {}, "outputs": []})
+    paths = []
+    for i, cell in enumerate(cells):
+        path = tmp_path / f"0{i}_planted.ipynb"
+        path.write_text(json.dumps({"cells": [cell]}))
+        paths.append(path)
+    monkeypatch.setattr(zh, "notebooks", lambda *a: paths)
+    found = [s for s in zh.stale_verdicts() if "different English" in s.why]
+    assert [s.cell for s in found] == ["tasks.verdict_same:yes"]
+
+
 def test_the_number_wording_rule_catches_its_planted_forms():
     planted = ["快了 1.30 倍", "慢 {slower:.0f} 倍", "比 fp32 快 {speedup:.2f} 倍", "提高了 2 倍"]
     assert all(number_wording_problems(s) for s in planted)

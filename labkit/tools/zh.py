@@ -504,9 +504,14 @@ def ledger_table(english: str) -> str:
 def verdict_templates(paths: list[Path] | None = None) -> dict[str, tuple[str, str]]:
     """``{"<metric>:yes": (English template, notebook)}`` for every ``labkit.verdict(...)`` call
     in the notebooks' code, read from the source (its ``yes=``/``no=`` string literals)."""
+    return {key: said[-1] for key, said in _verdict_sentences(paths).items()}
+
+
+def _verdict_sentences(paths: list[Path] | None = None) -> dict[str, list[tuple[str, str]]]:
+    """Every (English template, notebook) each verdict key is given, in notebook order."""
     import ast
 
-    found: dict[str, tuple[str, str]] = {}
+    found: dict[str, list[tuple[str, str]]] = {}
     for path in paths or notebooks():
         for cell in _cells(path):
             if cell["cell_type"] != "code":
@@ -525,7 +530,8 @@ def verdict_templates(paths: list[Path] | None = None) -> dict[str, tuple[str, s
                     if kw.arg in ("yes", "no", "within_noise") and isinstance(
                         kw.value, ast.Constant
                     ):
-                        found[f"{metric}:{kw.arg}"] = (kw.value.value, path.name)
+                        said = (kw.value.value, path.name)
+                        found.setdefault(f"{metric}:{kw.arg}", []).append(said)
     return found
 
 
@@ -535,6 +541,10 @@ def stale_verdicts() -> list[Stale]:
 
     catalog = lang.read_verdicts()
     out = []
+    for key, said in _verdict_sentences().items():
+        if len({english for english, _ in said}) > 1:  # one key, one sentence: else one has none
+            names = ", ".join(sorted({notebook for _, notebook in said}))
+            out.append(Stale(said[0][1], key, f"the key has different English in {names}"))
     for key, (english, notebook) in verdict_templates().items():
         if key not in catalog:
             out.append(Stale(notebook, key, "no Chinese verdict sentence"))
