@@ -199,6 +199,23 @@ def test_one_verdict_key_carries_one_sentence(tmp_path, monkeypatch):
     assert [s.cell for s in found] == ["tasks.verdict_same:yes"]
 
 
+def test_a_checks_success_line_speaks_chinese():
+    """Issue 41: the line a passing check prints is the learner's too ("✓ correct")."""
+    source = 'assert x == 1, f"expected 1, got {x}"\nprint("✓ correct:", x)'
+    assert zh.check_messages(source) == ['f"expected 1, got {x}"', '"✓ correct:"']
+    pairs = [('"✓ correct:"', '"✓ 正确："')]
+    assert 'print("✓ 正确：", x)' in zh.translate_code(source, pairs)
+    said = [
+        m
+        for p in zh.notebooks()
+        for c in json.loads(p.read_text())["cells"]
+        if "check" in c["metadata"].get("tags", [])
+        for m in zh.check_messages("".join(c["source"]))
+        if "✓" in m
+    ]
+    assert len(said) >= 20  # every lesson's checks print one
+
+
 def test_the_number_wording_rule_catches_its_planted_forms():
     planted = ["快了 1.30 倍", "慢 {slower:.0f} 倍", "比 fp32 快 {speedup:.2f} 倍", "提高了 2 倍"]
     assert all(number_wording_problems(s) for s in planted)

@@ -196,7 +196,8 @@ def comments(source: str) -> list[tuple[int, int, str]]:
 
 def check_messages(source: str) -> list[str]:
     """The literal messages of a check cell's ``assert``s and ``raise AssertionError(...)``s (a
-    string or an f-string), as written: what a learner reads when the check fails."""
+    string or an f-string), as written: what a learner reads when the check fails; and its
+    ``print("✓ ...")`` line, what a learner reads when it passes."""
     import ast
 
     try:
@@ -215,6 +216,14 @@ def check_messages(source: str) -> list[str]:
             and isinstance(node.exc.args[0], ast.Constant | ast.JoinedStr)
         ):
             said.append(ast.get_source_segment(source, node.exc.args[0]))
+        elif (  # print("✓ correct ..."): the line a learner reads when the check passes
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") == "print"
+            and node.args
+            and isinstance(node.args[0], ast.Constant | ast.JoinedStr)
+            and "✓" in ast.get_source_segment(source, node.args[0])
+        ):
+            said.append(ast.get_source_segment(source, node.args[0]))
     return said
 
 
