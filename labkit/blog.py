@@ -47,7 +47,8 @@ STATUSES = ("works", "deprecated", "raises", "does not exist", "misleading", "no
 #: Statuses whose blog form must fail in a ``blog-error`` cell (a warning counts for deprecated).
 FAILING = ("deprecated", "raises", "does not exist")
 #: How a quantitative claim ends: the words before the colon of ``verdict=`` (STYLE.md defines
-#: each). ``by the run`` leaves the choice between the first two to :meth:`Entry.decide`.
+#: each). ``by the run`` leaves the choice to :meth:`Entry.decide`: the first two, or "within
+#: noise" where the run's repeats straddle the post's figure.
 VERDICTS = (
     "reproduced",
     "contradicted",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import platform
 import re
@@ -308,8 +309,9 @@ def _jsonable(obj: Any) -> Any:
 
 @dataclass(frozen=True)
 class Versus:
-    """Repeated samples of a candidate against repeated samples of its baseline: their medians,
-    their ranges, and whether the ranges overlap (then neither is shown to differ: "within
+    """Repeated samples of a candidate against repeated samples of its baseline (or one fixed
+    figure): their medians, their ranges, and whether the ranges overlap (then neither is shown
+    to differ: "within
     noise"). What :func:`verdict` takes as ``noise=``."""
 
     a: tuple[float, ...]
@@ -329,7 +331,8 @@ class Versus:
 
     def fields(self) -> dict[str, Any]:
         """Fields for a verdict's templates: ``a`` and ``b`` (medians), ``a_range`` and
-        ``b_range`` ("lo-hi unit"), ``n`` (the fewer of the two sample counts), ``ratio``."""
+        ``b_range`` ("lo-hi unit", or the one figure), ``n`` (the fewer of the two sample counts;
+        against a fixed figure, the candidate's), ``ratio``."""
 
         def span(xs: tuple[float, ...]) -> str:
             unit = f" {self.unit}" if self.unit else ""
@@ -354,7 +357,7 @@ def versus(candidate: Any, baseline: Any, unit: str = "") -> Versus:
     ``baseline`` may also be one fixed figure, such as a claim's bound (``versus(repeats, 2.0)``):
     the ranges then overlap when the candidate's repeats fall on both sides of it."""
     a = tuple(candidate.runs if isinstance(candidate, Timing) else candidate)
-    if isinstance(baseline, int | float):
+    if isinstance(baseline, numbers.Real) and not isinstance(baseline, bool):
         if len(a) < 2:
             raise ValueError(f"a comparison needs repeated samples (got {len(a)}): repeat it")
         return Versus(tuple(float(x) for x in a), (float(baseline),), unit)

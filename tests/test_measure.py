@@ -2,6 +2,7 @@ import json
 import math
 import time
 
+import numpy as np
 import pytest
 
 from labkit import measure
@@ -233,3 +234,4 @@ def test_repeats_against_a_fixed_bound_are_within_noise_when_they_straddle_it():
     assert not below.overlap and below.ratio == pytest.approx(1.3 / 2.0)
     with pytest.raises(ValueError, match="repeated samples"):
         measure.versus([1.0], 2.0)
+    assert measure.versus([1.5, 2.5], np.float64(2.0)).overlap  # a numpy figure is one figure

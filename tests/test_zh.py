@@ -285,8 +285,13 @@ def test_every_row_of_lesson_12s_table_has_current_chinese(tmp_path, monkeypatch
     """Issue 41: the table's entry, verdict and fix columns read in Chinese, each row from
     zh/ledger.md beside the English it translates; a changed English row shows as stale."""
     assert zh.stale_ledger() == [], "\n".join(map(str, zh.stale_ledger()))
+    from labkit import blog
+
     rows = zh.read_ledger()
     assert len(rows) >= 77 and all(zh_ for f in rows.values() for _en, zh_ in f.values())
+    path = ROOT / "notebooks" / blog.NOTEBOOK
+    table = zh.ledger_table(blog.table_in(path))
+    assert f"| 1 | S0 §1 | {rows[1]['entry'][1]} |" in table  # the real row, in Chinese
     planted = tmp_path / "ledger.md"
     text = zh.ledger_path().read_text(encoding="utf-8")
     planted.write_text(text.replace("entry-en: ", "entry-en: (changed) ", 1), encoding="utf-8")

@@ -410,7 +410,7 @@ _LEDGER_WORDS = {
 }
 
 
-_LEDGER_ENTRY = re.compile(r"<!-- entry (\d+) -->\n((?:(?:entry|verdict|fix)-(?:en|zh): .*\n?)*)")
+_LEDGER_ENTRY = re.compile(r"<!-- entry (\d+) -->\n((?:(?:entry|verdict|fix)-(?:en|zh):.*\n?)*)")
 
 
 def ledger_path() -> Path:
@@ -428,7 +428,8 @@ def read_ledger(path: Path | None = None) -> dict[int, dict[str, tuple[str, str]
     for m in _LEDGER_ENTRY.finditer(path.read_text(encoding="utf-8")):
         said: dict[str, dict[str, str]] = {}
         for line in m.group(2).splitlines():
-            key, _, text = line.partition(": ")
+            key, _, text = line.partition(":")
+            text = text.strip()
             field, _, lang = key.partition("-")
             said.setdefault(field, {})[lang] = text
         out[int(m.group(1))] = {f: (v.get("en", ""), v.get("zh", "")) for f, v in said.items()}
@@ -460,8 +461,9 @@ def stale_ledger(notebook: Path | None = None) -> list[Stale]:
     for cells in _ledger_rows(blog.table_in(path)):
         said = have.get(int(cells[0]), {})
         for field, english in _row_fields(cells).items():
-            if english and said.get(field, ("", ""))[0] != english:
-                why = "no Chinese" if field not in said else "the English changed"
+            have_en, have_zh = said.get(field, ("", ""))
+            if english and (have_en != english or not have_zh):
+                why = "the English changed" if have_en and have_en != english else "no Chinese"
                 out.append(Stale(path.name, f"ledger #{cells[0]} {field}", why))
     return out
 
@@ -471,6 +473,8 @@ def ledger_table(english: str) -> str:
     and verdict words through :data:`_LEDGER_WORDS`, and each row's entry, verdict and fix
     from ``zh/ledger.md`` where its English is current (else the English, and
     :func:`stale_ledger` says so)."""
+    from labkit import blog
+
     w = _LEDGER_WORDS
     chinese = read_ledger()
     out = []
@@ -483,7 +487,7 @@ def ledger_table(english: str) -> str:
             number, post, entry, status, verdict, fix, taught = cells
             said = chinese.get(int(number), {})
             zh_of = {
-                field: said[field][1]
+                field: blog._cell(said[field][1])
                 for field, english in _row_fields(cells).items()
                 if field in said and said[field][0] == english and said[field][1]
             }
@@ -512,7 +516,8 @@ def ledger_table(english: str) -> str:
 
 def verdict_templates(paths: list[Path] | None = None) -> dict[str, tuple[str, str]]:
     """``{"<metric>:yes": (English template, notebook)}`` for every ``labkit.verdict(...)`` call
-    in the notebooks' code, read from the source (its ``yes=``/``no=`` string literals)."""
+    in the notebooks' code, read from the source (its ``yes=``, ``no=`` and ``within_noise=``
+    string literals); where two notebooks give a key different English, the last one."""
     return {key: said[-1] for key, said in _verdict_sentences(paths).items()}
 
 
@@ -545,7 +550,8 @@ def _verdict_sentences(paths: list[Path] | None = None) -> dict[str, list[tuple[
 
 
 def stale_verdicts() -> list[Stale]:
-    """Each verdict sentence without a current Chinese one in ``zh/verdicts.md``."""
+    """Each verdict sentence without a current Chinese one in ``zh/verdicts.md``, and each key
+    that two notebooks give different English (one of them could have no Chinese)."""
     from labkit import lang
 
     catalog = lang.read_verdicts()
