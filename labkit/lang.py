@@ -15,6 +15,7 @@ from pathlib import Path
 
 LANGS = ("en", "zh")
 _ENTRY = re.compile(r"^<!-- verdict (\S+) -->\nen: (.*)\nzh: (.*)$", re.M)
+_PHRASE = re.compile(r"^<!-- phrase -->\nen: (.*)\nzh: (.*)$", re.M)
 
 
 def language(value: str | None = None) -> str:
@@ -81,6 +82,28 @@ def read_verdicts(path: Path | None = None) -> dict[str, tuple[str, str]]:
 @functools.cache
 def _verdicts() -> dict[str, tuple[str, str]]:
     return read_verdicts()
+
+
+def read_phrases(path: Path | None = None) -> dict[str, str]:
+    """``{English phrase: Chinese}`` from ``zh/verdicts.md``'s ``<!-- phrase -->`` entries: the
+    words a lesson splices into a verdict's sentence (``hint=``, ``why=``, ``where=``)."""
+    path = path or verdicts_path()
+    if not path.exists():
+        return {}
+    return {m.group(1): m.group(2) for m in _PHRASE.finditer(path.read_text("utf-8"))}
+
+
+@functools.cache
+def _phrases() -> dict[str, str]:
+    return read_phrases()
+
+
+def phrase(value: object) -> object:
+    """A value spliced into a verdict: its Chinese when the language is Chinese and the catalog
+    has this exact English phrase; anything else as it is."""
+    if not isinstance(value, str) or not value.strip() or language() != "zh":
+        return value
+    return _phrases().get(value, value)
 
 
 def verdict_template(key: str, english: str) -> str:

@@ -455,7 +455,8 @@ def verdict(
                 f"{metric}: the template {other!r} names {missing}, which was not given (use "
                 "named fields)"
             ) from None
-    line = template.format(**values)
+    said = {k: lang.phrase(v) for k, v in values.items()}  # spliced words, in the language
+    line = template.format(**said)
     record(metric, 0.5 if within else float(holds), unit, key=key, sentence=line, **values)
     print(line)
     return Held(bool(holds))

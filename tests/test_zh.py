@@ -352,6 +352,36 @@ def test_verdict_prints_the_chinese_sentence(monkeypatch, fresh_params, results_
     assert capsys.readouterr().out.strip() == "打败循环的最短任务长度：10 ms"
 
 
+def test_a_spliced_phrase_prints_in_chinese_and_an_untranslated_one_is_stale(
+    monkeypatch, fresh_params, results_dir, capsys, tmp_path
+):
+    """Issue 41: words a lesson splices into a verdict ({why}, {hint}) follow the language;
+    the record keeps the English, and a phrase with no Chinese shows as stale."""
+    from labkit import lang, measure
+    from labkit.measure import read_records
+    from labkit.params import setup
+
+    monkeypatch.setenv("LABKIT_LANG", "zh")
+    setup("07_train_ddp_amp")
+    why = "this CPU has no bf16 instructions, and casting costs time"
+    measure.verdict(
+        "amp.verdict_faster", False, speedup=0.8, why=why,
+        yes="AMP was {speedup:.2f}x faster than fp32",
+        no="AMP was not faster ({speedup:.2f}x): {why}",
+    )  # fmt: skip
+    out = capsys.readouterr().out.strip()
+    assert (
+        out == "AMP 没有更快（速度是 fp32 的 0.80 倍）：这个 CPU 没有 bf16 指令，而类型转换要花时间"
+    )
+    assert read_records(results_dir)[-1]["context"]["why"] == why
+    assert lang.phrase(42) == 42 and lang.phrase("loopback") == "loopback"
+    planted = tmp_path / "09_planted.ipynb"
+    src = "labkit.verdict('serve.verdict_x', True, yes='{w}', no='{w}', w='a phrase nobody wrote')"
+    planted.write_text(json.dumps({"cells": [{"cell_type": "code", "source": src}]}))
+    monkeypatch.setattr(zh, "notebooks", lambda *a: [planted])
+    assert [s.why for s in zh.stale_verdicts() if "phrase" in s.cell] == ["no Chinese phrase"]
+
+
 def test_code_comments_are_translated_and_nothing_else():
     src = 'x = "# not a comment"  # a comment\n# another\n%time y = 1  # magic line'
     pairs = [("# a comment", "# 一条注释"), ("# another", "# 另一条"), ("# not a comment", "X")]

@@ -549,13 +549,59 @@ def _verdict_sentences(paths: list[Path] | None = None) -> dict[str, list[tuple[
     return found
 
 
+#: A verdict's own keywords: its templates, and what is not words a learner reads.
+_NOT_SPLICED = {"yes", "no", "within_noise", "reproduced", "contradicted", "part", "unit"}
+
+
+def spliced_phrases(paths: list[Path] | None = None) -> dict[str, str]:
+    """``{English phrase: notebook}``: every string literal a lesson passes to a verdict (or an
+    ``e.decide``) as a value to splice into its sentence, directly or as either side of an
+    ``... if ... else ...``; words only (a phrase has a space and a letter)."""
+    import ast
+
+    found: dict[str, str] = {}
+    for path in paths or notebooks():
+        for cell in _cells(path):
+            if cell["cell_type"] != "code":
+                continue
+            src = "\n".join(
+                "" if ln.lstrip().startswith(("%", "!")) else ln for ln in _source(cell).split("\n")
+            )
+            for node in ast.walk(ast.parse(src)):
+                func = getattr(node, "func", None)
+                if not (isinstance(func, ast.Attribute) and func.attr in ("verdict", "decide")):
+                    continue
+                for kw in node.keywords:
+                    if kw.arg in _NOT_SPLICED:
+                        continue
+                    sides = (
+                        [kw.value.body, kw.value.orelse]
+                        if isinstance(kw.value, ast.IfExp)
+                        else [kw.value]
+                    )
+                    for side in sides:
+                        text = side.value if isinstance(side, ast.Constant) else None
+                        if (
+                            isinstance(text, str)
+                            and " " in text.strip()
+                            and re.search("[a-z]", text)
+                        ):
+                            found[text] = path.name
+    return found
+
+
 def stale_verdicts() -> list[Stale]:
     """Each verdict sentence without a current Chinese one in ``zh/verdicts.md``, and each key
     that two notebooks give different English (one of them could have no Chinese)."""
     from labkit import lang
 
     catalog = lang.read_verdicts()
-    out = []
+    phrases = lang.read_phrases()
+    out = [
+        Stale(notebook, f"phrase {english.strip()[:40]!r}", "no Chinese phrase")
+        for english, notebook in spliced_phrases().items()
+        if english not in phrases
+    ]
     for key, said in _verdict_sentences().items():
         if len({english for english, _ in said}) > 1:  # one key, one sentence: else one has none
             names = ", ".join(sorted({notebook for _, notebook in said}))
