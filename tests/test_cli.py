@@ -140,6 +140,30 @@ def test_run_goes_on_past_a_failure_and_summarises(tmp_path):
     assert "boom" in summary and "demo.answer" in summary
 
 
+def test_run_in_chinese_runs_its_kernels_in_chinese(tmp_path, monkeypatch):
+    """Issue 41: `labkit run --lang zh` sets LABKIT_LANG for the kernels it starts, so the
+    verdicts they print are Chinese too (not only the markdown it swaps in)."""
+    import argparse
+
+    import papermill
+
+    from labkit.tools import zh
+
+    seen = []
+    monkeypatch.setenv("LABKIT_LANG", "en")  # --lang wins, and the test's env is put back
+    monkeypatch.setattr(zh, "translate", lambda nb, path: nb)
+    monkeypatch.setattr(
+        papermill, "execute_notebook", lambda *a, **k: seen.append(cli.os.environ["LABKIT_LANG"])
+    )
+    good = _notebook(tmp_path / "00_good.ipynb", GOOD)
+    args = argparse.Namespace(
+        notebooks=[str(good)], param=[], out=str(tmp_path / "r"), kernel="python3", lang="zh",
+        cell_timeout=60, verbose=False,
+    )  # fmt: skip
+    cli.cmd_run(args)
+    assert seen == ["zh"]
+
+
 def test_run_fails_fast_on_a_bad_parameter(tmp_path):
     good = _notebook(tmp_path / "00_good.ipynb", GOOD)
     proc = subprocess.run(

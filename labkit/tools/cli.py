@@ -106,6 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from labkit.tools import zh
 
     lang = zh.language(args.lang)
+    os.environ["LABKIT_LANG"] = lang  # the kernels inherit it: verdicts print in this language
     parameters = parse_parameters(args.param or [])
     notebooks = notebooks_to_run(args.notebooks)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
