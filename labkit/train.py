@@ -374,6 +374,12 @@ def steady_loop_rows_per_s(epoch_stats: list[dict[str, float]], skip_first: bool
     return _median_rate(epoch_stats, skip_first, _steady_loop_rate)
 
 
+def steady_loop_rates(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> list[float]:
+    """Each measured epoch's rows per second with its first-batch wait taken out: the repeats a
+    comparison of two setups reads (:func:`labkit.versus`)."""
+    return [_steady_loop_rate(e) for e in _steady_epochs(epoch_stats, skip_first)]
+
+
 def steady_loop_spread(epoch_stats: list[dict[str, float]], skip_first: bool = True) -> float:
     """How much the epochs' steady-loop rates varied: (fastest - slowest) / median. Two setups
     whose medians differ by less than this are within the run's own noise."""

@@ -232,6 +232,7 @@ def test_steady_loop_spread_is_range_over_median():
     ]
     assert lt.steady_loop_spread(epochs) == (400 - 100) / 200
     assert lt.steady_loop_spread(epochs[:2]) == 0.0
+    assert lt.steady_loop_rates(epochs) == [100, 200, 400]  # the repeats behind the spread
 
 
 def test_compute_rows_per_s_takes_out_every_wait():

@@ -526,6 +526,21 @@ def _verdict_sentences(paths: list[Path] | None = None) -> dict[str, list[tuple[
     import ast
 
     found: dict[str, list[tuple[str, str]]] = {}
+    for path, node in _method_calls(("verdict",), paths):
+        if not node.args or not isinstance(node.args[0], ast.Constant):
+            continue
+        metric = node.args[0].value
+        for kw in node.keywords:
+            if kw.arg in ("yes", "no", "within_noise") and isinstance(kw.value, ast.Constant):
+                found.setdefault(f"{metric}:{kw.arg}", []).append((kw.value.value, path.name))
+    return found
+
+
+def _method_calls(names: tuple[str, ...], paths: list[Path] | None = None):
+    """``(notebook, call)`` for each call ``<anything>.<name>(...)`` in the notebooks' code
+    cells (IPython's ``%`` and ``!`` lines left out), in notebook order."""
+    import ast
+
     for path in paths or notebooks():
         for cell in _cells(path):
             if cell["cell_type"] != "code":
@@ -535,18 +550,8 @@ def _verdict_sentences(paths: list[Path] | None = None) -> dict[str, list[tuple[
             )
             for node in ast.walk(ast.parse(src)):
                 func = getattr(node, "func", None)
-                if not (isinstance(func, ast.Attribute) and func.attr == "verdict"):
-                    continue
-                if not node.args or not isinstance(node.args[0], ast.Constant):
-                    continue
-                metric = node.args[0].value
-                for kw in node.keywords:
-                    if kw.arg in ("yes", "no", "within_noise") and isinstance(
-                        kw.value, ast.Constant
-                    ):
-                        said = (kw.value.value, path.name)
-                        found.setdefault(f"{metric}:{kw.arg}", []).append(said)
-    return found
+                if isinstance(func, ast.Attribute) and func.attr in names:
+                    yield path, node
 
 
 #: A verdict's own keywords: its templates, and what is not words a learner reads.
@@ -560,33 +565,15 @@ def spliced_phrases(paths: list[Path] | None = None) -> dict[str, str]:
     import ast
 
     found: dict[str, str] = {}
-    for path in paths or notebooks():
-        for cell in _cells(path):
-            if cell["cell_type"] != "code":
+    for path, node in _method_calls(("verdict", "decide"), paths):
+        for kw in node.keywords:
+            if kw.arg in _NOT_SPLICED:
                 continue
-            src = "\n".join(
-                "" if ln.lstrip().startswith(("%", "!")) else ln for ln in _source(cell).split("\n")
-            )
-            for node in ast.walk(ast.parse(src)):
-                func = getattr(node, "func", None)
-                if not (isinstance(func, ast.Attribute) and func.attr in ("verdict", "decide")):
-                    continue
-                for kw in node.keywords:
-                    if kw.arg in _NOT_SPLICED:
-                        continue
-                    sides = (
-                        [kw.value.body, kw.value.orelse]
-                        if isinstance(kw.value, ast.IfExp)
-                        else [kw.value]
-                    )
-                    for side in sides:
-                        text = side.value if isinstance(side, ast.Constant) else None
-                        if (
-                            isinstance(text, str)
-                            and " " in text.strip()
-                            and re.search("[a-z]", text)
-                        ):
-                            found[text] = path.name
+            value = kw.value
+            for side in [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]:
+                text = side.value if isinstance(side, ast.Constant) else None
+                if isinstance(text, str) and " " in text.strip() and re.search("[a-z]", text):
+                    found[text] = path.name
     return found
 
 
