@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from labkit import checks
+from labkit import checks, lang
 from labkit.params import repo_root
 
 if TYPE_CHECKING:
@@ -71,6 +71,12 @@ def order_key(section: str) -> tuple[int, tuple[int, ...]]:
     if not m:
         raise ValueError(f"section {section!r} must look like 'S0 §2.2' or 'S2 §3.1.1'")
     return int(m.group(1)), tuple(int(x) for x in m.group(2).split("."))
+
+
+def said_word(word: str) -> str:
+    """A verdict's word as the learner reads it: the English, or its Chinese
+    (:data:`labkit.lang.LEDGER_WORDS`) when the language is Chinese."""
+    return lang.LEDGER_WORDS.get(word, word) if lang.is_zh() else word
 
 
 class Word(str):
@@ -162,16 +168,18 @@ class Entry:
                 f"#{self.number}: part={part!r}, but the entry's parts are {self.part_names()}: "
                 "a claim of several parts is judged one named part at a time"
             )
-        where = f" ({part})" if part else ""
-        head = f"#{self.number} {self.section}{where}: {{outcome}}: "
+        zh = lang.is_zh()  # the part's name and the verdict's word in the learner's language
+        where = (f"（{lang.phrase(part)}）" if zh else f" ({part})") if part else ""
+        colon = "：" if zh else ": "
+        head = f"#{self.number} {self.section}{where}{colon}{{outcome}}{colon}"
         held = verdict(
             f"blog.verdict_{name}",
             holds,
-            yes=head.format(outcome="reproduced") + reproduced,
-            no=head.format(outcome="contradicted") + contradicted,
+            yes=head.format(outcome=said_word("reproduced")) + reproduced,
+            no=head.format(outcome=said_word("contradicted")) + contradicted,
             within_noise=None
             if within_noise is None
-            else head.format(outcome="within noise") + within_noise,
+            else head.format(outcome=said_word("within noise")) + within_noise,
             samples=samples,
             entry=self.number,
             **values,
@@ -268,11 +276,31 @@ class Ledger:
             raise AssertionError(f"#{last.number} {last.section} {last.what}: {'; '.join(missing)}")
 
     def run_verdicts(self) -> str:
-        """The verdicts this run chose (``e.decide``), as a markdown table, in entry order."""
-        rows = ["| # | post | entry | the run's verdict |", "|---|---|---|---|"]
+        """The verdicts this run chose (``e.decide``), as a markdown table, in entry order; in
+        Chinese, each entry from ``zh/ledger.md`` (where its English is current) and each word
+        through :data:`labkit.lang.LEDGER_WORDS`."""
+        zh = lang.is_zh()
+        head = (
+            "| # | 博文 | 条目 | 本次运行的结论 |"
+            if zh
+            else "| # | post | entry | the run's verdict |"
+        )
+        rows = [head, "|---|---|---|---|"]
+        chinese = lang.read_ledger() if zh else {}
         for e in self.entries:
             if e.outcome:
-                rows.append(f"| {e.number} | {e.section} | {_cell(e.what)} | {e.outcome} |")
+                en, cn = chinese.get(e.number, {}).get("entry", ("", ""))
+                what = _cell(cn if cn and en == _cell(e.what) else e.what)
+                outcome = (
+                    "；".join(
+                        f"{lang.phrase(k)}：{said_word(e.decided[k])}"
+                        for k in e.part_names()
+                        if k in e.decided
+                    )
+                    if zh and e.parts
+                    else said_word(e.outcome)
+                )
+                rows.append(f"| {e.number} | {e.section} | {what} | {outcome} |")
         return "\n".join(rows)
 
     def finish(self, notebook: str | Path | None = None) -> dict[str, int]:

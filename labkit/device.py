@@ -84,7 +84,13 @@ def describe(device) -> str:
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return f"cuda: {props.name}, {props.total_memory / 2**30:.0f} GiB"
-    return f"cpu: {torch.get_num_threads()} torch threads on {os.cpu_count()} cores"
+    from labkit import lang
+
+    return lang.say(
+        "cpu: {threads} torch threads on {cores} cores",
+        threads=torch.get_num_threads(),
+        cores=os.cpu_count(),
+    )
 
 
 def in_worker():

@@ -113,3 +113,82 @@ def verdict_template(key: str, english: str) -> str:
         return english
     en, zh = _verdicts().get(key, ("", ""))
     return zh if en == english else english
+
+
+_SAY = re.compile(r"^<!-- say -->\nen: (.*)\nzh: (.*)$", re.M)
+
+
+def messages_path() -> Path:
+    """``zh/messages.md``: the Chinese of what the kit's own code prints (beside the verdicts)."""
+    return verdicts_path().with_name("messages.md")
+
+
+def read_messages(path: Path | None = None) -> dict[str, str]:
+    """``{English template: Chinese}`` from ``zh/messages.md``'s ``<!-- say -->`` entries."""
+    path = path or messages_path()
+    if not path.exists():
+        return {}
+    return {m.group(1): m.group(2) for m in _SAY.finditer(path.read_text("utf-8"))}
+
+
+@functools.cache
+def _messages() -> dict[str, str]:
+    return read_messages()
+
+
+def say(english: str, **fields: object) -> str:
+    """A line (or part of one) the kit prints, in the learner's language: ``english``, a
+    template over ``fields``, or its Chinese from ``zh/messages.md`` when the language is
+    Chinese (a template with no Chinese, or a stale one, prints in English). Never raises
+    over the language: an error message must not fail."""
+    template = _messages().get(english, english) if is_zh() else english
+    return template.format(**fields)
+
+
+#: The fixed map for lesson 12's summary table: its headers, status words and verdict words.
+#: Each row's entry, verdict and fix come from ``zh/ledger.md`` (:func:`read_ledger`).
+LEDGER_WORDS = {
+    "| # | post | entry | status | verdict | fix on Ray 2.60 | taught in |": (
+        "| # | 博文 | 条目 | 状态 | 结论 | 在 Ray 2.60 上的改法 | 在哪一课讲 |"
+    ),
+    "works": "能用",
+    "deprecated": "已弃用",
+    "raises": "报错",
+    "does not exist": "不存在",
+    "misleading": "误导",
+    "not checkable": "无法检验",
+    "reproduced": "已复现",
+    "contradicted": "被推翻",
+    "measured at another scale": "在另一规模下测得",
+    "mechanism shown": "展示了机制",
+    "by the run": "由本次运行决定",
+    "within noise": "在噪声之内",
+    "here": "本课",
+}
+
+
+_LEDGER_ENTRY = re.compile(r"<!-- entry (\d+) -->\n((?:(?:entry|verdict|fix)-(?:en|zh):.*\n?)*)")
+
+
+def ledger_path() -> Path:
+    """``zh/ledger.md``: the Chinese of each row of lesson 12's table."""
+    return verdicts_path().with_name("ledger.md")
+
+
+def read_ledger(path: Path | None = None) -> dict[int, dict[str, tuple[str, str]]]:
+    """``{entry number: {field: (English, Chinese)}}`` from ``zh/ledger.md``: the Chinese of
+    each row of lesson 12's table (its entry, the verdict's text after its word, and the fix),
+    beside the English it translates, so a changed English row shows as stale."""
+    path = path or ledger_path()
+    if not path.exists():
+        return {}
+    out: dict[int, dict[str, tuple[str, str]]] = {}
+    for m in _LEDGER_ENTRY.finditer(path.read_text(encoding="utf-8")):
+        said: dict[str, dict[str, str]] = {}
+        for line in m.group(2).splitlines():
+            key, _, text = line.partition(":")
+            text = text.strip()
+            field, _, which = key.partition("-")
+            said.setdefault(field, {})[which] = text
+        out[int(m.group(1))] = {f: (v.get("en", ""), v.get("zh", "")) for f, v in said.items()}
+    return out

@@ -120,10 +120,17 @@ class LoadResult:
 
     def summary(self) -> str:
         """One line: count, failures, throughput and latency percentiles."""
-        return (
-            f"{self.n_requests} requests in {self.wall_s:.1f} s ({self.requests_per_s:.0f}/s), "
-            f"{self.n_failed} failed, p50 {self.latency_ms(50):.1f} ms, "
-            f"p99 {self.latency_ms(99):.1f} ms"
+        from labkit import lang
+
+        return lang.say(
+            "{n} requests in {wall:.1f} s ({rate:.0f}/s), {failed} failed, p50 {p50:.1f} ms, "
+            "p99 {p99:.1f} ms",
+            n=self.n_requests,
+            wall=self.wall_s,
+            rate=self.requests_per_s,
+            failed=self.n_failed,
+            p50=self.latency_ms(50),
+            p99=self.latency_ms(99),
         )
 
 

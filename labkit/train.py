@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from labkit import lang
 from labkit.bench import cpuuse
 from labkit.models import MLP
 from labkit.params import seed_everything
@@ -235,12 +236,13 @@ def plan_workers(
                 "run with DEVICE=auto or on a cluster with GPUs"
             )
         cpus_per_worker = max(0.5, min(1.0, (cpus - 1) / gpus)) if cpus > 1 else cpus / gpus
-        reason = (
-            f"{gpus} GPU{'s' if gpus > 1 else ''}: DDP over NCCL needs one GPU per rank, "
-            f"so {gpus} worker{'s' if gpus > 1 else ''}"
+        reason = lang.say(
+            "{n} GPU{s}: DDP over NCCL needs one GPU per rank, so {n} worker{s}",
+            n=gpus,
+            s="s" * (gpus > 1),
         )
         if gpus == 1:
-            reason += (
+            reason += lang.say(
                 "; a 2-worker run would need a second GPU (ScalingConfig(num_workers=2, "
                 "use_gpu=True) on this machine waits for it, then fails as infeasible)"
             )
@@ -254,15 +256,22 @@ def plan_workers(
         cpu_workers = gpus
     workers = min(cpu_workers, max(1, math.floor(cpus)))
     cpus_per_worker = min(1.0, (cpus - 1) / workers) if cpus > 1 else cpus / (workers + 1)
-    reason = (
-        f"{cpus:g} CPUs: {workers} worker{'s' if workers > 1 else ''} with "
-        f"{cpus_per_worker:g} CPU each, leaving {cpus - workers * cpus_per_worker:g} for Ray Data"
+    reason = lang.say(
+        "{cpus} CPUs: {n} worker{s} with {each} CPU each, leaving {left} for Ray Data",
+        cpus=f"{cpus:g}",
+        n=workers,
+        s="s" * (workers > 1),
+        each=f"{cpus_per_worker:g}",
+        left=f"{cpus - workers * cpus_per_worker:g}",
     )
     if gpus >= 1:
-        reason += (
-            f"; the session's {gpus} GPU{'s are' if gpus > 1 else ' is'} logical: one worker per "
-            f"GPU{' the CPUs allow' if workers < gpus else ''}, as on a machine with real ones, "
-            "computing on the CPU over gloo (use_gpu=True would make Ray Train pick a CUDA device)"
+        reason += lang.say(
+            "; the session's {n} GPU{are} logical: one worker per GPU{allow}, as on a machine "
+            "with real ones, computing on the CPU over gloo (use_gpu=True would make Ray Train "
+            "pick a CUDA device)",
+            n=gpus,
+            are="s are" if gpus > 1 else " is",
+            allow=lang.say(" the CPUs allow") if workers < gpus else "",
         )
     return WorkerPlan(workers, False, cpus_per_worker, reason)
 

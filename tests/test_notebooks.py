@@ -3,9 +3,9 @@
 under ``make test``), and then, in the same kernel, each exercise's learner cells run: the stub,
 then its check, which must stop at once saying which answer is missing; then each wrong answer,
 which the check must reject. Its outputs may name no path of this machine outside the
-repository. ``LABKIT_NB`` (``make test NB="01 06"``) picks lessons by number. Lessons a module of
-their own runs whole
-(:data:`COVERED_BY`) are run there, with the same runner.
+repository. ``LABKIT_NB`` (``make test NB="01 06"``) picks lessons by number. Lessons 00, 07
+and 12 run as their Chinese copy (:data:`IN_CHINESE`), and must print no English-only line.
+Lessons a module of their own runs whole (:data:`COVERED_BY`) are run there, with the same runner.
 """
 
 import os
@@ -15,6 +15,7 @@ import pytest
 
 from labkit import nbrun
 from labkit.cli import notebooks_to_run
+from labkit.tools import zh
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Lessons run whole by a module of their own (with :func:`run_lesson`): skipped here when that
@@ -45,6 +46,9 @@ def test_the_modules_that_run_a_lesson_whole_exist():
 
 
 CHOSEN = notebooks_to_run(os.environ.get("LABKIT_NB", "").split())  # make test NB="01 06"
+#: Lessons run as their Chinese copy (issue 41), in place of the English run: the same code, so
+#: the same checks, and the output must hold no English-only line of the kit's own words.
+IN_CHINESE = ("00", "07", "12")
 
 
 @pytest.mark.notebook
@@ -54,10 +58,17 @@ def test_lesson(path, request):
     module = COVERED_BY.get(path.name)
     if module and any(item.nodeid.startswith(module) for item in request.session.items):
         pytest.skip(f"{module} runs this lesson (with the same runner)")
-    run = nbrun.run_lesson(path, out=executed_path(path), timeout=nbrun.cell_timeout())
+    lang = "zh" if path.name[:2] in IN_CHINESE else "en"
+    out = executed_path(path)
+    run = nbrun.run_lesson(path, out=out, timeout=nbrun.cell_timeout(), lang=lang)
     said = "; ".join(f"{', '.join(names)}: {what}" for names, _, what in run["exercises"])
     print(f"{path.stem}: ran in {run['seconds']:.0f} s; learner checks: {said}")
     assert run["exercises"], "every lesson has exercises"
     # the site publishes the outputs: no home folder, temporary file or other install of this
     # machine in them (labkit.params.shown prints a path the portable way)
     assert not run["outside_paths"], f"paths of this machine in the outputs: {run['outside_paths']}"
+    if lang == "zh":  # 00's promise: what the kit prints speaks Chinese (labkit zh english)
+        english = zh.english_lines(out)
+        assert not english, "English-only lines in the Chinese run:\n" + "\n".join(
+            f"  {cell}: {line[:120]}" for cell, line in english
+        )

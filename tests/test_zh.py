@@ -120,13 +120,15 @@ def test_the_language_comes_from_labkit_lang_never_lang(monkeypatch):
 def test_glossary_spellings_and_the_english_on_first_use(path):
     terms, words = glossary()
     text = "\n".join(cn for _, _, cn in chinese_cells(path))
+    code = zh.read_code(zh.path_for(path))  # comments and printed lines: no rejected spelling
+    said = "\n".join(cn for pairs in code.values() for _, cn in pairs)
     quoted = re.sub(r"「[^」]*」", " ", text)  # the posts' own words may spell a term their way
     problems = []
     every = terms + words
     for term in every:
         for bad in term["rejected"]:
             longer = [t["zh"] for t in every if bad in t["zh"] and t["zh"] != bad]
-            masked = quoted
+            masked = f"{quoted}\n{said}"
             for t in longer:
                 masked = masked.replace(t, "□" * len(t))
             if bad in masked:
@@ -287,15 +289,15 @@ def test_every_row_of_lesson_12s_table_has_current_chinese(tmp_path, monkeypatch
     assert zh.stale_ledger() == [], "\n".join(map(str, zh.stale_ledger()))
     from labkit import blog
 
-    rows = zh.read_ledger()
+    rows = lang.read_ledger()
     assert len(rows) >= 77 and all(zh_ for f in rows.values() for _en, zh_ in f.values())
     path = ROOT / "notebooks" / blog.NOTEBOOK
     table = zh.ledger_table(blog.table_in(path))
     assert f"| 1 | S0 §1 | {rows[1]['entry'][1]} |" in table  # the real row, in Chinese
     planted = tmp_path / "ledger.md"
-    text = zh.ledger_path().read_text(encoding="utf-8")
+    text = lang.ledger_path().read_text(encoding="utf-8")
     planted.write_text(text.replace("entry-en: ", "entry-en: (changed) ", 1), encoding="utf-8")
-    monkeypatch.setattr(zh, "ledger_path", lambda: planted)
+    monkeypatch.setattr(lang, "ledger_path", lambda: planted)
     (found,) = [s for s in zh.stale_ledger() if s.cell.endswith("entry")]
     assert found.why == "the English changed"
     assert "| 误导 |" in zh.ledger_table("| 1 | S0 §1 | x | misleading |  |  | here |")
@@ -432,3 +434,145 @@ def test_device_error_in_chinese(monkeypatch):
     monkeypatch.setenv("LABKIT_LANG", "zh")
     with pytest.raises(DeviceError, match="要求了 DEVICE='cuda'，但 torch .*在这里用不了 CUDA"):
         choose("cuda")
+
+
+# ---- what the kit prints, in the learner's language (issue 41) ---------------------------------
+
+
+def test_the_words_a_cell_prints_are_found_and_translated_whole():
+    src = (
+        "x = 2\n"
+        'bound = "so it was fast" if x else "so it was slow"\n'
+        'label = "one label"  # read again below: a plot label stays English\n'
+        'print("the value is", f"{x:.2f} per second, {bound}")\n'
+        'e.check(x > 1, (f"two gets "\n    "share one buffer"))\n'
+        'e.decide("n", x > 1, reproduced="held at {v}", contradicted="missed at {v}", v=x)\n'
+        'with labkit.expected_errors("the worker dies on purpose"):\n'
+        "    pass\n"
+        'print(f"{label}: {x}", "x")\n'
+        "plot(label)\n"
+    )
+    said = [zh.said_key(t) for _, _, t in zh.said_literals(src)]
+    assert said == [
+        '"so it was fast"',
+        '"so it was slow"',
+        '"the value is"',
+        'f"{x:.2f} per second, {bound}"',
+        'f"two gets " ⏎ "share one buffer"',
+        '"held at {v}"',
+        '"missed at {v}"',
+        '"the worker dies on purpose"',
+    ]
+    pairs = [('f"{x:.2f} per second, {bound}"', 'f"每秒 {x:.2f}，{bound}"')]
+    pairs += [('f"two gets " ⏎ "share one buffer"', 'f"两次 get 共用一个缓冲区"')]
+    out = zh.translate_code(src, pairs)
+    assert 'print("the value is", f"每秒 {x:.2f}，{bound}")' in out
+    assert 'e.check(x > 1, (f"两次 get 共用一个缓冲区"))' in out
+    assert '"so it was fast"' in zh.translate_code(src, [], frozenset({"bound"}))
+    assert [t for *_, t in zh.said_literals(src, frozenset({"bound"}))][0] == '"the value is"'
+
+
+@pytest.mark.parametrize("path", COMPLETE, ids=lambda p: p.stem)
+def test_every_printed_line_has_chinese_with_the_same_fields(path):
+    """A printed literal's Chinese is one literal of the same kind (f-string or not) with the
+    same fields: the Chinese copy runs the same code and prints the same numbers."""
+    import ast
+
+    def kind(source: str) -> str:
+        return type(ast.parse(source, mode="eval").body).__name__
+
+    code = zh.read_code(zh.path_for(path))
+    problems = []
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        printed = {zh.said_key(t) for _, _, t in zh.said_literals("".join(cell["source"]))}
+        for en, cn in code.get(cell.get("id"), []):
+            if en not in printed:
+                continue
+            if "\n" in cn or kind(en.replace(" ⏎ ", " ")) != kind(cn):
+                problems.append(f"{cell['id']}: {cn[:60]!r} is not one literal like {en[:40]!r}")
+            elif sorted(zh.fields(en)) != sorted(zh.fields(cn)) or not re.search(f"[{CJK}]", cn):
+                problems.append(f"{cell['id']}: {cn[:60]!r} has other fields than {en[:40]!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_kits_own_lines_speak_chinese_when_asked(monkeypatch, tmp_path):
+    from labkit import train
+
+    assert zh.stale_messages() == [], "\n".join(map(str, zh.stale_messages()))
+    resources = {"CPU": 2, "GPU": 1}
+    english = train.plan_workers(resources, gpus_are_logical=True, use_gpu=False).reason
+    monkeypatch.setenv("LABKIT_LANG", "zh")
+    chinese = train.plan_workers(resources, gpus_are_logical=True, use_gpu=False).reason
+    assert "leaving 1 for Ray Data" in english and "留 1 个给 Ray Data" in chinese
+    assert lang.say("{n} real", n=2) == "2 个真实 GPU"
+    assert lang.say("no such line {n}", n=2) == "no such line 2"  # no Chinese: the English
+    planted = tmp_path / "labkit"
+    planted.mkdir()
+    (planted / "m.py").write_text('from labkit import lang\nlang.say("a line nobody translated")\n')
+    assert zh.said_by_the_kit(planted) == {"a line nobody translated": "labkit/m.py"}
+    monkeypatch.setattr(zh, "said_by_the_kit", lambda: {"a line nobody translated": "labkit/m.py"})
+    whys = {s.why for s in zh.stale_messages()}
+    assert {"no Chinese message", "no code says it (remove)"} <= whys
+
+
+def test_english_lines_finds_the_kits_english_and_leaves_rays_words():
+    def out(text: str, name: str = "stdout") -> dict:
+        return {"output_type": "stream", "name": name, "text": text}
+
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": "a",
+                "outputs": [out("the run took 2 s, all of it waiting")],
+            },
+            {"cell_type": "code", "id": "a2", "outputs": [out("用时 2 s，all of it waiting")]},
+            {
+                "cell_type": "code",
+                "id": "b",
+                "outputs": [out("Ray logs this line to stderr", "stderr")],
+            },
+            {
+                "cell_type": "code",
+                "id": "c",
+                "outputs": [
+                    out(
+                        "ray.delete(ref) -> AttributeError: module 'ray' has no attribute 'delete'"
+                    ),
+                    out("(raylet) A worker died or was killed while executing a task"),
+                    out("GPUs         1 logical\n{'loss': 0.1, 'backend': 'gloo'}"),
+                ],
+            },
+            {
+                "cell_type": "code",
+                "id": "d",
+                "outputs": [
+                    {
+                        "output_type": "display_data",
+                        "data": {"text/markdown": "| a table with English words |"},
+                    }
+                ],
+            },
+        ]
+    }
+    assert zh.english_lines(nb) == [
+        ("a", "the run took 2 s, all of it waiting"),
+        ("d", "| a table with English words |"),
+    ]
+
+
+def test_labkit_zh_english_lists_a_chinese_runs_english_lines(tmp_path, capsys):
+    from labkit.tools.cli import main
+
+    def run_of(text: str) -> str:
+        path = tmp_path / f"run{len(list(tmp_path.iterdir()))}.ipynb"
+        stream = {"output_type": "stream", "name": "stdout", "text": text}
+        path.write_text(
+            json.dumps({"cells": [{"cell_type": "code", "id": "c1", "outputs": [stream]}]})
+        )
+        return str(path)
+
+    assert main(["zh", "english", run_of("the loop waited for data most of the time\n")]) == 1
+    assert "cell c1: the loop waited for data most of the time" in capsys.readouterr().out
+    assert main(["zh", "english", run_of("循环大部分时间在等数据\n")]) == 0
+    assert "0 English-only lines" in capsys.readouterr().out

@@ -248,9 +248,16 @@ class Expected:
         n = len(self.lines)
         if not n:  # nothing was hidden: nothing to say
             return ""
-        head = f"(expected: {self.what}; {n} line{'s' * (n != 1)} of Ray's error output hidden"
-        line = self.teaching_line
-        return head + (f"; the one that matters: {line})" if line else ")")
+        from labkit import lang
+
+        said = dict(what=self.what, n=n, s="s" * (n != 1), line=self.teaching_line)
+        if self.teaching_line:
+            return lang.say(
+                "(expected: {what}; {n} line{s} of Ray's error output hidden; the one that "
+                "matters: {line})",
+                **said,
+            )
+        return lang.say("(expected: {what}; {n} line{s} of Ray's error output hidden)", **said)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit import params
+from labkit import lang, params
 from labkit.runtime import lifecycle, logs, procs, rayprivate
 from labkit.runtime.net import LOCALHOST, auth_token, enable_token_auth, free_port, token_path
 
@@ -100,13 +100,17 @@ class Session:
         res = self.resources
         gpus = res.get("GPU", 0)
         if gpus and self.gpus_are_logical:
-            gpu_line = f"{gpus:g} logical (no CUDA device behind them: scheduling only)"
+            gpu_line = lang.say(
+                "{n} logical (no CUDA device behind them: scheduling only)", n=f"{gpus:g}"
+            )
         elif gpus and self.mode == "cluster":  # a node's GPUs may be logical: it cannot tell
-            gpu_line = f"{gpus:g} (the nodes' ray start says whether CUDA is behind them)"
+            gpu_line = lang.say(
+                "{n} (the nodes' ray start says whether CUDA is behind them)", n=f"{gpus:g}"
+            )
         elif gpus:
-            gpu_line = f"{gpus:g} real"
+            gpu_line = lang.say("{n} real", n=f"{gpus:g}")
         else:
-            gpu_line = "none"
+            gpu_line = lang.say("none")
         custom = {
             k: v
             for k, v in res.items()
@@ -125,10 +129,12 @@ class Session:
         if self.dashboard_url:
             lines.append(f"dashboard    {self.dashboard_url}")
             if auth_token():
-                lines.append(
-                    f"token        in {params.shown(token_path())} (the dashboard asks for it; API "
-                    "clients send 'Authorization: Bearer <token>')"
+                said = lang.say(
+                    "in {path} (the dashboard asks for it; API clients send "
+                    "'Authorization: Bearer <token>')",
+                    path=params.shown(token_path()),
                 )
+                lines.append(f"token        {said}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -575,11 +575,22 @@ def cmd_zh(args: argparse.Namespace) -> int:
     """The Chinese edition's upkeep: what is stale, and recording a translation as current."""
     from labkit.tools import zh
 
+    if args.action == "english":  # a Chinese run's output: what it still prints in English
+        if not args.notebooks:
+            raise SystemExit("labkit zh english: name executed notebooks (runs/<time>/07_*.ipynb)")
+        found = 0
+        for name in args.notebooks:
+            lines = zh.english_lines(Path(name))
+            found += len(lines)
+            for cell, line in lines:
+                print(f"{Path(name).name}, cell {cell}: {line[:150]}")
+        print(f"labkit zh: {found} English-only lines of the kit's own words")
+        return 1 if found else 0
     paths = zh.notebooks(args.notebooks if args.action == "stale" else args.notebooks[:1])
     if args.action == "stale":
         found = [s for path in paths for s in zh.stale(path)]
         if not args.notebooks:
-            found += zh.stale_verdicts() + zh.stale_ledger()
+            found += zh.stale_verdicts() + zh.stale_ledger() + zh.stale_messages()
         elif any(p.name.startswith("12_") for p in paths):  # its table's rows live in zh/ledger.md
             found += zh.stale_ledger()
         for item in found:
@@ -779,10 +790,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("zh", help="the Chinese edition: stale cells, sign, mark, add")
     p.add_argument(
         "action",
-        choices=["stale", "sign", "mark", "add"],
+        choices=["stale", "sign", "mark", "add", "english"],
         help="stale: list cells without current Chinese; sign NN [CELL...]: the Chinese now "
         "translates today's English; mark NN CELL...: stale on purpose; add NN: blocks for "
-        "new cells (English, marked stale)",
+        "new cells (English, marked stale); english RUN.ipynb...: the lines a Chinese run "
+        "(labkit run --lang zh) still prints in English",
     )
     p.add_argument("notebooks", nargs="*", help="NN or lab_x, then cell ids (sign, mark)")
     p.set_defaults(func=cmd_zh)

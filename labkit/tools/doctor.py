@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from labkit import params
+from labkit import lang, params
 from labkit.runtime import procs
 from labkit.runtime.net import listening
 
@@ -33,7 +33,7 @@ def report() -> dict[str, Any]:
     try:
         import torch
 
-        report["torch cuda build"] = torch.version.cuda or "none (CPU build)"
+        report["torch cuda build"] = torch.version.cuda or lang.say("none (CPU build)")
         report["cuda available"] = torch.cuda.is_available()
         if torch.cuda.is_available():
             report["torch gpus"] = [
@@ -41,26 +41,36 @@ def report() -> dict[str, Any]:
             ]
     except ImportError:
         pass
-    report["nvidia-smi gpus"] = nvidia_smi_gpus() or "none"
-    report["cpu cores"] = f"{os.cpu_count()} logical, {psutil.cpu_count(logical=False)} physical"
+    report["nvidia-smi gpus"] = nvidia_smi_gpus() or lang.say("none")
+    report["cpu cores"] = lang.say(
+        "{n} logical, {m} physical", n=os.cpu_count(), m=psutil.cpu_count(logical=False)
+    )
     vm = psutil.virtual_memory()
-    report["memory"] = f"{vm.total / 2**30:.1f} GiB total, {vm.available / 2**30:.1f} GiB available"
+    report["memory"] = lang.say(
+        "{total:.1f} GiB total, {free:.1f} GiB available",
+        total=vm.total / 2**30,
+        free=vm.available / 2**30,
+    )
     if Path("/dev/shm").exists():
         shm = shutil.disk_usage("/dev/shm")
-        report["/dev/shm"] = f"{shm.total / 2**30:.1f} GiB (Ray's object store lives here)"
+        report["/dev/shm"] = lang.say(
+            "{size:.1f} GiB (Ray's object store lives here)", size=shm.total / 2**30
+        )
     else:
-        report["/dev/shm"] = "missing (Ray falls back to /tmp, slower)"
+        report["/dev/shm"] = lang.say("missing (Ray falls back to /tmp, slower)")
     report["ray auth token"] = (
-        f"present ({params.shown(token_path())})"
+        lang.say("present ({path})", path=params.shown(token_path()))
         if auth_token()
-        else f"none yet ({params.shown(token_path())})"
+        else lang.say("none yet ({path})", path=params.shown(token_path()))
     )
-    report["RAY_ADDRESS"] = os.environ.get("RAY_ADDRESS") or "unset (local Ray)"
-    report["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE") or "unset"
+    report["RAY_ADDRESS"] = os.environ.get("RAY_ADDRESS") or lang.say("unset (local Ray)")
+    report["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE") or lang.say("unset")
     busy = [p for p in (6379, 8265, 8000, 8888, 10001) if listening(p)]
-    report["ports busy on 127.0.0.1"] = busy or "none of 6379, 8265, 8000, 8888, 10001"
+    report["ports busy on 127.0.0.1"] = busy or lang.say(
+        "none of {ports}", ports="6379, 8265, 8000, 8888, 10001"
+    )
     report["kit processes alive"] = len(procs.alive())
-    report["slow imports"] = slow_imports() or "none"
+    report["slow imports"] = slow_imports() or lang.say("none")
     report["browser"] = tool_version("chromium", "chromium-browser", "google-chrome")
     report["browser driver"] = tool_version("chromedriver")
     return report

@@ -170,6 +170,7 @@ def run_lesson(
     timeout: int = 600,
     twice: bool = False,
     exercises: bool = True,
+    lang: str = "en",
 ) -> dict:
     """Run a lesson as ``make test`` does: every code cell but the teardown; with ``twice``,
     all of them again in the same kernel (a learner's second Run All); then, in that kernel,
@@ -178,7 +179,8 @@ def run_lesson(
     probes' cells are not kept). Raises :class:`LessonFailed` naming the cell and its error,
     or the exercises whose stub or wrong answer their check did not reject. Returns the seconds,
     each exercise's ``(names, ok, what the check said)`` and the paths of this machine the
-    outputs print (:func:`outside_paths`)."""
+    outputs print (:func:`outside_paths`). With ``lang="zh"`` it runs the Chinese copy
+    (:func:`labkit.tools.zh.translate`) in a kernel with ``LABKIT_LANG=zh``."""
     import time
 
     import nbclient
@@ -189,6 +191,8 @@ def run_lesson(
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
+    if lang == "zh":  # the Chinese copy: its markdown, comments and printed words (zh/)
+        nb = zh.translate(nb, path)
     code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
     pairs = ex.exercise_pairs(nb) if exercises else []
     wrongs = ex.wrong_answers(nb) if exercises else {}
@@ -203,7 +207,7 @@ def run_lesson(
         nbclient.exceptions.DeadKernelError,
     )
     current = -1
-    with runner.setup_kernel():
+    with runner.setup_kernel(env={**os.environ, "LABKIT_LANG": lang}):
         try:
             for i in code[:-1] * (2 if twice else 1):
                 current = i

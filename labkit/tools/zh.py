@@ -227,17 +227,153 @@ def check_messages(source: str) -> list[str]:
     return said
 
 
-def _said(cell: dict) -> list[str]:
-    """What a learner reads in a code cell: its comments, and a check cell's messages."""
-    said = [text for _, _, text in comments(_source(cell))]
+#: A run of two English words outside a literal's ``{fields}``: words a learner reads.
+_WORDS = re.compile(r"[A-Za-z]+[ ,;:.()'-]+[A-Za-z]{2,}")
+#: A label a line starts with: one word and a colon (``print("ready:", ready)``).
+_LABEL = re.compile(r"""[rfRF]?(["'])\s*[A-Za-z]{2,}:\s*\1""")
+#: ``e.decide``'s sentence templates (its other keywords are values or names).
+_DECIDE_SIDES = ("reproduced", "contradicted", "within_noise")
+
+
+def said_key(segment: str) -> str:
+    """A literal's source as the Chinese file keys it: one line, each line break of an
+    implicit concatenation written `` ⏎ ``."""
+    return re.sub(r"\n\s*", " ⏎ ", segment)
+
+
+def said_literals(
+    source: str, elsewhere: frozenset[str] = frozenset()
+) -> list[tuple[int, int, str]]:
+    """The string literals of a code cell that the kit prints for a learner to read: the
+    arguments of ``print(...)``, an ``e.check(condition, evidence)``'s evidence and an
+    ``e.note(text)``'s text, ``e.decide``'s sentence templates, and the ``what`` of
+    ``expected_errors(what)``; only those with words (two English words outside their
+    ``{fields}``); and the words a cell assigns to a name that a printed f-string splices in
+    (``bound = "so ..." if fast else "which ..."``), unless another cell reads that name
+    (``elsewhere``: it may label a plot or a record there). Each as ``(start, end, source)``:
+    character offsets into ``source``."""
+    import ast
+
+    lines = ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.split("\n")]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return []
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+
+    def offset(row: int, col: int) -> int:  # ast's columns count UTF-8 bytes
+        return starts[row - 1] + len(lines[row - 1].encode()[:col].decode())
+
+    found = []
+    named: list[ast.Name] = []  # names said whole, or spliced into a said f-string
+
+    def add(node: ast.AST) -> None:
+        if isinstance(node, ast.Name):  # expected_errors(crash): crash's words are said
+            named.append(node)
+        elif isinstance(node, ast.IfExp):  # print("GPUs are", "logical" if ... else "real")
+            add(node.body)
+            add(node.orelse)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # "words " + more
+            add(node.left)
+            add(node.right)
+        elif isinstance(node, ast.JoinedStr) or (
+            isinstance(node, ast.Constant) and isinstance(node.value, str)
+        ):
+            start = offset(node.lineno, node.col_offset)
+            end = offset(node.end_lineno, node.end_col_offset)
+            text = source[start:end]
+            body = re.sub(r"\{[^{}]*\}", " ", text)
+            if _WORDS.search(body) or _LABEL.fullmatch(body):
+                found.append((start, end, text))
+            if isinstance(node, ast.JoinedStr):
+                named.extend(
+                    v.value
+                    for v in node.values
+                    if isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name)
+                )
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func, args = node.func, node.args
+        name = getattr(func, "id", None) or getattr(func, "attr", "")
+        method = isinstance(func, ast.Attribute)
+        if name == "print":
+            for arg in args:
+                add(arg)
+        elif method and name == "check" and len(args) == 2:
+            add(args[1])
+        elif method and name == "note" and len(args) == 1:
+            add(args[0])
+        elif name == "decide":
+            for kw in node.keywords:
+                if kw.arg in _DECIDE_SIDES:
+                    add(kw.value)
+        elif name == "expected_errors" and args:
+            add(args[0])
+    # words a cell names first and then says, or splices into a line it says
+    loads: dict[str, int] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads[n.id] = loads.get(n.id, 0) + 1
+    # only a name read nowhere else: words that also label a plot or a record stay English
+    names = {
+        name
+        for name in {v.id for v in named}
+        if loads[name] == sum(v.id == name for v in named) and name not in elsewhere
+    }
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and getattr(node.targets[0], "id", None) in names
+        ):
+            add(node.value)
+    return sorted(set(found))
+
+
+def fields(text: str) -> list[str]:
+    """The ``{fields}`` of a template or an f-string, in order (``{{`` and ``}}`` are not)."""
+    return re.findall(r"\{[^{}]*\}", text.replace("{{", "").replace("}}", ""))
+
+
+def read_names(source: str) -> set[str]:
+    """The names a code cell reads (IPython's ``%`` and ``!`` lines left out)."""
+    import ast
+
+    lines = ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.split("\n")]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _elsewhere(cells: list[dict], cell: dict) -> frozenset[str]:
+    """The names the notebook's other code cells read."""
+    return frozenset().union(
+        *(read_names(_source(c)) for c in cells if c["cell_type"] == "code" and c is not cell)
+    )
+
+
+def _said(cell: dict, elsewhere: frozenset[str] = frozenset()) -> list[str]:
+    """What a learner reads in a code cell: its comments, a check cell's messages, and the
+    words it prints (:func:`said_literals`), each once."""
+    source = _source(cell)
+    said = [text for _, _, text in comments(source)]
     if "check" in cell.get("metadata", {}).get("tags", []):
-        said += check_messages(_source(cell))
-    return said
+        said += check_messages(source)
+    said += [said_key(text) for _, _, text in said_literals(source, elsewhere)]
+    return list(dict.fromkeys(said))
 
 
-def translate_code(source: str, pairs: list[tuple[str, str]]) -> str:
-    """``source`` with each comment that has a pair replaced by its Chinese (comments only:
-    a string that reads like a comment is left alone)."""
+def translate_code(
+    source: str, pairs: list[tuple[str, str]], elsewhere: frozenset[str] = frozenset()
+) -> str:
+    """``source`` with each comment, check message and printed literal that has a pair
+    replaced by its Chinese (a string that only reads like a comment is left alone)."""
     chinese = dict(pairs)
     lines = source.split("\n")
     for row, col, text in reversed(comments(source)):
@@ -245,6 +381,9 @@ def translate_code(source: str, pairs: list[tuple[str, str]]) -> str:
             line = lines[row - 1]
             lines[row - 1] = line[:col] + chinese[text] + line[col + len(text) :]
     out = "\n".join(lines)
+    for start, end, text in reversed(said_literals(out, elsewhere)):  # the words it prints, whole
+        if said_key(text) in chinese:
+            out = out[:start] + chinese[said_key(text)] + out[end:]
     for message in check_messages(out):  # a check's messages: string literals, whole
         if message in chinese:
             out = out.replace(message, chinese[message])
@@ -295,11 +434,12 @@ def stale(notebook: Path) -> list[Stale]:
     for cell in sorted(set(blocks) - ids):
         found.append(Stale(notebook.name, cell, "no such markdown cell (remove the block)"))
     code = read_code(path_for(notebook))
-    for cell in _cells(notebook):
+    cells = _cells(notebook)
+    for cell in cells:
         if cell["cell_type"] != "code":
             continue
         have = dict(code.get(cell["id"], []))
-        now = _said(cell)
+        now = _said(cell, _elsewhere(cells, cell))
         for text in now:
             if text not in have:
                 found.append(Stale(notebook.name, cell["id"], f"no Chinese for {text[:70]!r}"))
@@ -368,7 +508,8 @@ def translate(nb, notebook: Path):
             cell["source"] = blocks[cell["id"]].text
         elif cell["cell_type"] == "code" and cell.get("id") in code:
             src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-            cell["source"] = translate_code(src, code[cell["id"]])
+            others = _elsewhere(nb["cells"], cell)
+            cell["source"] = translate_code(src, code[cell["id"]], others)
     nb.setdefault("metadata", {}).setdefault("labkit", {})["lang"] = "zh"
     return nb
 
@@ -389,52 +530,6 @@ def scaffold(notebook: Path) -> list[str]:
 
 # ---- lesson 12's ledger table ----------------------------------------------------------------
 
-#: The fixed map for lesson 12's summary table: its headers, status words and verdict words.
-#: Each row's entry, verdict and fix come from ``zh/ledger.md`` (:func:`read_ledger`).
-_LEDGER_WORDS = {
-    "| # | post | entry | status | verdict | fix on Ray 2.60 | taught in |": (
-        "| # | 博文 | 条目 | 状态 | 结论 | 在 Ray 2.60 上的改法 | 在哪一课讲 |"
-    ),
-    "works": "能用",
-    "deprecated": "已弃用",
-    "raises": "报错",
-    "does not exist": "不存在",
-    "misleading": "误导",
-    "not checkable": "无法检验",
-    "reproduced": "已复现",
-    "contradicted": "被推翻",
-    "measured at another scale": "在另一规模下测得",
-    "mechanism shown": "展示了机制",
-    "by the run": "由本次运行决定",
-    "here": "本课",
-}
-
-
-_LEDGER_ENTRY = re.compile(r"<!-- entry (\d+) -->\n((?:(?:entry|verdict|fix)-(?:en|zh):.*\n?)*)")
-
-
-def ledger_path() -> Path:
-    return repo_root() / "zh" / "ledger.md"
-
-
-def read_ledger(path: Path | None = None) -> dict[int, dict[str, tuple[str, str]]]:
-    """``{entry number: {field: (English, Chinese)}}`` from ``zh/ledger.md``: the Chinese of
-    each row of lesson 12's table (its entry, the verdict's text after its word, and the fix),
-    beside the English it translates, so a changed English row shows as stale."""
-    path = path or ledger_path()
-    if not path.exists():
-        return {}
-    out: dict[int, dict[str, tuple[str, str]]] = {}
-    for m in _LEDGER_ENTRY.finditer(path.read_text(encoding="utf-8")):
-        said: dict[str, dict[str, str]] = {}
-        for line in m.group(2).splitlines():
-            key, _, text = line.partition(":")
-            text = text.strip()
-            field, _, lang = key.partition("-")
-            said.setdefault(field, {})[lang] = text
-        out[int(m.group(1))] = {f: (v.get("en", ""), v.get("zh", "")) for f, v in said.items()}
-    return out
-
 
 def _ledger_rows(english: str) -> list[list[str]]:
     return [
@@ -453,10 +548,10 @@ def _row_fields(cells: list[str]) -> dict[str, str]:
 def stale_ledger(notebook: Path | None = None) -> list[Stale]:
     """Each row of lesson 12's table whose Chinese in ``zh/ledger.md`` is missing or was made
     from other English."""
-    from labkit import blog
+    from labkit import blog, lang
 
     path = notebook or repo_root() / "notebooks" / blog.NOTEBOOK
-    have = read_ledger()
+    have = lang.read_ledger()
     out = []
     for cells in _ledger_rows(blog.table_in(path)):
         said = have.get(int(cells[0]), {})
@@ -470,13 +565,13 @@ def stale_ledger(notebook: Path | None = None) -> list[Stale]:
 
 def ledger_table(english: str) -> str:
     """Lesson 12's summary table (``blog.table``'s markdown) with its headers, status words
-    and verdict words through :data:`_LEDGER_WORDS`, and each row's entry, verdict and fix
+    and verdict words through :data:`lang.LEDGER_WORDS`, and each row's entry, verdict and fix
     from ``zh/ledger.md`` where its English is current (else the English, and
     :func:`stale_ledger` says so)."""
-    from labkit import blog
+    from labkit import blog, lang
 
-    w = _LEDGER_WORDS
-    chinese = read_ledger()
+    w = lang.LEDGER_WORDS
+    chinese = lang.read_ledger()
     out = []
     for line in english.split("\n"):
         if line in w:
@@ -555,7 +650,7 @@ def _method_calls(names: tuple[str, ...], paths: list[Path] | None = None):
 
 
 #: A verdict's own keywords: its templates, and what is not words a learner reads.
-_NOT_SPLICED = {"yes", "no", "within_noise", "reproduced", "contradicted", "part", "unit"}
+_NOT_SPLICED = {"yes", "no", "within_noise", "reproduced", "contradicted", "unit"}
 
 
 def spliced_phrases(paths: list[Path] | None = None) -> dict[str, str]:
@@ -619,3 +714,89 @@ def sync_ledger(notebook: Path | None = None) -> bool:
             _rewrite(path, blocks)
             return changed
     return False
+
+
+def said_by_the_kit(root: Path | None = None) -> dict[str, str]:
+    """``{English template: "labkit/<file>.py"}``: every ``lang.say("...")`` (or ``say("...")``)
+    in the package's code, read from its source."""
+    import ast
+
+    root = root or Path(__file__).resolve().parents[1]
+    found: dict[str, str] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = getattr(node, "func", None)
+            name = getattr(func, "attr", None) or getattr(func, "id", None)
+            if name == "say" and node.args and isinstance(node.args[0], ast.Constant):
+                found[node.args[0].value] = f"labkit/{path.relative_to(root).as_posix()}"
+    return found
+
+
+def stale_messages() -> list[Stale]:
+    """Each line the kit's code says with no Chinese in ``zh/messages.md``, each Chinese whose
+    ``{fields}`` are not the English's (a plural's field may be left out), and each entry no
+    code says any more."""
+    from labkit import lang
+
+    catalog = lang.read_messages()
+    said = said_by_the_kit()
+    out = []
+    for english, where in said.items():
+        chinese = catalog.get(english)
+        if chinese is None:
+            out.append(Stale(where, f"say {english[:50]!r}", "no Chinese message"))
+        elif not set(fields(chinese)) <= set(fields(english)):
+            out.append(Stale(where, f"say {english[:50]!r}", "the Chinese names other fields"))
+    for english in set(catalog) - set(said):
+        out.append(Stale("zh/messages.md", f"say {english[:50]!r}", "no code says it (remove)"))
+    return out
+
+
+# ---- what a Chinese run still prints in English -------------------------------------------------
+
+_CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+#: Prose: four English words in a row, one space apart (a label, an API name, a number with its
+#: unit, a dict or a path is not; a word is one capital or small letter, then small ones).
+_PROSE = re.compile(r"\b[A-Za-z][a-z']*(?: [A-Za-z][a-z']*){3,}\b")
+#: Lines that are Ray's or Python's own words, which stay as they are: a snippet and the error
+#: it raised (``labkit.expect_error``'s ``code -> SomeError: message``), a traceback's lines,
+#: and Ray's log lines (``(raylet)``, ``(pid=...)``, ``(autoscaler +17s)``, a timestamp, a level).
+_THEIRS = re.compile(
+    r" -> [A-Za-z_.]*(?:Error|Exception|Warning|Exit)\b"
+    r"|^\s*(?:\(\w[\w ,=:+.-]*\) |\[?\d{4}-\d\d-\d\d[ T]\d\d:|(?:INFO|WARNING|ERROR)\b|Traceback"
+    r"|File \")"
+)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its log prefixes
+
+
+def english_lines(executed: Path | dict) -> list[tuple[str, str]]:
+    """``(cell id, line)`` for each line of an executed notebook's output that speaks English
+    prose and no Chinese: in a Chinese run, the kit's own words that have no Chinese yet.
+    Read: what a cell prints (stdout; stderr is Ray's logs), its results and its displays
+    (markdown before plain text; images and HTML-only displays left out). Ray's and Python's own
+    words are not counted (:data:`_THEIRS`)."""
+    nb = (
+        json.loads(Path(executed).read_text(encoding="utf-8"))
+        if isinstance(executed, Path)
+        else executed
+    )
+    found = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for out in cell.get("outputs", []):
+            if out["output_type"] == "stream" and out.get("name") == "stdout":
+                text = out["text"]
+            elif out["output_type"] in ("execute_result", "display_data"):
+                data = out.get("data", {})
+                text = data.get("text/markdown") or ("" if "text/html" in data else None)
+                text = text if text is not None else data.get("text/plain", "")
+            else:
+                continue
+            text = "".join(text) if isinstance(text, list) else text
+            for line in _ANSI.sub("", text).split("\n"):
+                if _PROSE.search(line) and not _CJK.search(line) and not _THEIRS.search(line):
+                    found.append((cell.get("id", "?"), line.strip()))
+    return found
