@@ -79,6 +79,10 @@ def said_word(word: str) -> str:
     return lang.LEDGER_WORDS.get(word, word) if lang.is_zh() else word
 
 
+def _colon() -> str:
+    return "：" if lang.is_zh() else ": "
+
+
 class Word(str):
     """The word :meth:`Entry.decide` chose: a string, and silent as a cell's last value (the
     line decide printed already says it)."""
@@ -120,14 +124,14 @@ class Entry:
         if not condition:
             raise AssertionError(f"#{self.number} {self.section} {self.what}: {evidence}")
         self.evidence.append(evidence)
-        print(f"#{self.number} {self.section}: {evidence}")
+        print(f"#{self.number} {self.section}{_colon()}{evidence}")
 
     def note(self, text: str) -> None:
         """Show arithmetic on the post's own figures for a claim that is ``not checkable``."""
         if not self.verdict.startswith("not checkable"):
             raise ValueError(f"#{self.number}: note() is for 'not checkable' verdicts; check it")
         self.notes.append(text)
-        print(f"#{self.number} {self.section}: {text}")
+        print(f"#{self.number} {self.section}{_colon()}{text}")
 
     def part_names(self) -> list[str]:
         """The parts the claim was split into (``parts="a | b"``), or none."""
@@ -170,7 +174,7 @@ class Entry:
             )
         zh = lang.is_zh()  # the part's name and the verdict's word in the learner's language
         where = (f"（{lang.phrase(part)}）" if zh else f" ({part})") if part else ""
-        colon = "：" if zh else ": "
+        colon = _colon()
         head = f"#{self.number} {self.section}{where}{colon}{{outcome}}{colon}"
         held = verdict(
             f"blog.verdict_{name}",

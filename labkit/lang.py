@@ -56,6 +56,18 @@ DOCTOR_LABELS = {
 }
 
 
+#: The session's description (``Session.describe``): its labels in Chinese.
+SESSION_LABELS = {
+    "mode": "模式",
+    "CPUs": "CPU",
+    "GPUs": "GPU",
+    "object store": "对象存储",
+    "custom": "自定义资源",
+    "dashboard": "仪表盘",
+    "token": "令牌",
+}
+
+
 def display_width(text: str) -> int:
     """Columns ``text`` takes in a terminal: a CJK character takes two."""
     import unicodedata

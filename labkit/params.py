@@ -66,14 +66,17 @@ class Params:
 
     def describe(self) -> str:
         """One line per parameter with where its value came from."""
-        lines = [f"notebook    {self.notebook}"]
+        zh = _zh()  # where a value came from, in the learner's language
+        said = {"default": "默认值", "notebook/papermill": "笔记本/papermill"} if zh else {}
+        lines = [f"{'笔记本     ' if zh else 'notebook   '} {self.notebook}"]
         for name, value in (
             ("SIZE", self.size),
             ("DEVICE", self.device),
             ("SEED", self.seed),
             ("RESULTS_DIR", self.results_dir),
         ):
-            lines.append(f"{name:<11} {value}  ({self.sources.get(name, 'default')})")
+            source = self.sources.get(name, "default")
+            lines.append(f"{name:<11} {value}  ({said.get(source, source)})")
         for key, value in self.scale.items():
             lines.append(f"  {key} = {value}")
         return "\n".join(lines)

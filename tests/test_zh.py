@@ -505,6 +505,13 @@ def test_the_kits_own_lines_speak_chinese_when_asked(monkeypatch, tmp_path):
     chinese = train.plan_workers(resources, gpus_are_logical=True, use_gpu=False).reason
     assert "leaving 1 for Ray Data" in english and "留 1 个给 Ray Data" in chinese
     assert lang.say("{n} real", n=2) == "2 个真实 GPU"
+    from labkit.params import setup
+    from labkit.tools import doctor
+
+    table = doctor.table({"memory": "共 1.0 GiB", "cpu cores": "2 个逻辑核"}).split("\n")
+    assert table == ["内存      共 1.0 GiB", "CPU 核数  2 个逻辑核"]  # padded by width on screen
+    monkeypatch.delenv("LABKIT_SIZE", raising=False)
+    assert "SIZE        small  (默认值)" in setup("00_welcome_and_setup", SIZE=None).describe()
     assert lang.say("no such line {n}", n=2) == "no such line 2"  # no Chinese: the English
     planted = tmp_path / "labkit"
     planted.mkdir()

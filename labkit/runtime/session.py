@@ -118,23 +118,26 @@ class Session:
             and not k.startswith("node:")
             and not k.startswith("accelerator_type")
         }
-        lines = [
-            f"mode         {self.mode} ({self.address})",
-            f"CPUs         {res.get('CPU', 0):g}",
-            f"GPUs         {gpu_line}",
-            f"object store {res.get('object_store_memory', 0) / 2**30:.2f} GiB",
-        ]
+        rows = {
+            "mode": f"{self.mode} ({self.address})",
+            "CPUs": f"{res.get('CPU', 0):g}",
+            "GPUs": gpu_line,
+            "object store": f"{res.get('object_store_memory', 0) / 2**30:.2f} GiB",
+        }
         if custom:
-            lines.append(f"custom       {custom}")
+            rows["custom"] = str(custom)
         if self.dashboard_url:
-            lines.append(f"dashboard    {self.dashboard_url}")
+            rows["dashboard"] = self.dashboard_url
             if auth_token():
-                said = lang.say(
+                rows["token"] = lang.say(
                     "in {path} (the dashboard asks for it; API clients send "
                     "'Authorization: Bearer <token>')",
                     path=params.shown(token_path()),
                 )
-                lines.append(f"token        {said}")
+        labels = {k: lang.SESSION_LABELS.get(k, k) if lang.is_zh() else k for k in rows}
+        width = max(lang.display_width(v) for v in labels.values()) + 1
+        pad = {k: " " * (width - lang.display_width(v)) for k, v in labels.items()}
+        lines = [f"{labels[k]}{pad[k]}{v}" for k, v in rows.items()]
         return "\n".join(lines)
 
     def __repr__(self) -> str:

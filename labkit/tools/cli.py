@@ -35,11 +35,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(json.dumps(report | {"problems": problems}, indent=2, default=str))
         return 1 if problems else 0
     zh = lang.is_zh()
-    labels = {k: lang.DOCTOR_LABELS.get(k, k) if zh else k for k in report}
-    width = max(lang.display_width(v) for v in labels.values())
-    for key, value in report.items():
-        pad = " " * (width - lang.display_width(labels[key]))
-        print(f"{labels[key]}{pad}  {value}")
+    print(doctor.table(report))
     for problem in problems:
         print(f"labkit doctor: {'问题' if zh else 'PROBLEM'}: {problem}")
     if not problems:

@@ -76,6 +76,16 @@ def report() -> dict[str, Any]:
     return report
 
 
+def table(report: dict[str, Any]) -> str:
+    """``report`` as aligned lines, one per check, its labels in the learner's language
+    (:data:`labkit.lang.DOCTOR_LABELS`; a CJK label is padded by its width on screen)."""
+    zh = lang.is_zh()
+    labels = {k: lang.DOCTOR_LABELS.get(k, k) if zh else k for k in report}
+    width = max(lang.display_width(v) for v in labels.values())
+    pad = {k: " " * (width - lang.display_width(v)) for k, v in labels.items()}
+    return "\n".join(f"{labels[k]}{pad[k]}  {v}" for k, v in report.items())
+
+
 #: JupyterLab's port under ``make lab`` (``labkit lab --port`` picks another).
 LAB_PORT = 8888
 #: Room ``/dev/shm`` needs: the object store of a ``small`` lesson's session lives there.

@@ -228,9 +228,11 @@ def check_messages(source: str) -> list[str]:
 
 
 #: A run of two English words outside a literal's ``{fields}``: words a learner reads.
-_WORDS = re.compile(r"[A-Za-z]+[ ,;:.()'-]+[A-Za-z]{2,}")
-#: A label a line starts with: one word and a colon (``print("ready:", ready)``).
-_LABEL = re.compile(r"""[rfRF]?(["'])\s*[A-Za-z]{2,}:\s*\1""")
+_WORDS = re.compile(r"[A-Za-z]+[ _,;:.()'-]+[A-Za-z]{2,}")
+#: One word a line says: ``print("ready:", ready)``, ``"| precisions:"``, ``"pending"`` (a unit
+#: is not a word: :data:`_UNITS`).
+_LABEL = re.compile(r"""[rfRF]?(["'])[\s|(]*([A-Za-z]{2,}):?[\s)]*\1""")
+_UNITS = {"ms", "us", "ns", "MiB", "GiB", "KiB", "MB", "GB", "KB", "x"}
 #: ``e.decide``'s sentence templates (its other keywords are values or names).
 _DECIDE_SIDES = ("reproduced", "contradicted", "within_noise")
 
@@ -285,7 +287,8 @@ def said_literals(
             end = offset(node.end_lineno, node.end_col_offset)
             text = source[start:end]
             body = re.sub(r"\{[^{}]*\}", " ", text)
-            if _WORDS.search(body) or _LABEL.fullmatch(body):
+            label = _LABEL.fullmatch(body)
+            if _WORDS.search(body) or (label and label.group(2) not in _UNITS):
                 found.append((start, end, text))
             if isinstance(node, ast.JoinedStr):
                 named.extend(
