@@ -4,24 +4,22 @@ Import is cheap and starts nothing: ``params``, ``measure`` and ``checks`` load 
 so a bad notebook parameter fails before Ray starts. The other modules (``_LAZY_MODULES``) load
 when first used, as ``labkit.<module>``.
 
-The package has rooms by who reads it: the top level holds what a learner meets in cells;
-``labkit.runtime`` the runtime that keeps Ray safe; ``labkit.tools`` the ``labkit`` command;
-``labkit.bench`` the lab reports' apparatus. A moved module keeps its old name (:data:`MOVED`):
-``labkit.session``, ``import labkit.cluster`` and ``from labkit.net import free_port`` give the
-same module object as its new name, loaded only when first used.
+The package has rooms by who reads it: the top level (this face and its modules) holds what a
+learner meets in cells; ``labkit.runtime`` the runtime that keeps Ray safe; ``labkit.tools`` the
+``labkit`` command; ``labkit.bench`` the lab reports' apparatus. Each module has one name, its
+path: a cell that must reach a room names it there (``labkit.runtime.procs``), and
+``tests/test_layout.py`` keeps cells to the top floor but for the exceptions it lists.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
 from typing import Any
 
 from labkit.checks import expect_error, wait_until
 from labkit.measure import compare, record, speedup, timeit, verdict, versus
 from labkit.params import ParameterError, Params, setup
+from labkit.runtime.logs import expected_errors
 
 __version__ = "0.1.0"
 __all__ = [
@@ -29,6 +27,7 @@ __all__ = [
     "Params",
     "compare",
     "expect_error",
+    "expected_errors",
     "record",
     "setup",
     "speedup",
@@ -39,40 +38,6 @@ __all__ = [
     "versus",
     "wait_until",
 ]
-
-_ROOMS = {
-    "runtime": (
-        "cluster",
-        "lifecycle",
-        "logs",
-        "net",
-        "netcut",
-        "netns",
-        "procs",
-        "raystart",
-        "rayprivate",
-        "session",
-    ),
-    "tools": (
-        "apiguard",
-        "cli",
-        "clustercheck",
-        "doctor",
-        "exercises",
-        "gpucheck",
-        "nbrun",
-        "readme",
-        "site",
-        "touched",
-        "workshop",
-        "zh",
-    ),
-    "bench": ("cpuuse", "report", "store", "sweep", "yardsticks"),
-}
-#: Old name -> where the module lives now (``labkit.session`` -> ``labkit.runtime.session``).
-MOVED = {
-    f"labkit.{name}": f"labkit.{room}.{name}" for room, names in _ROOMS.items() for name in names
-}
 
 _LAZY_MODULES = {
     "amp",
@@ -94,32 +59,16 @@ _LAZY_MODULES = {
     "trace",
     "train",
     "workloads",
-    *_ROOMS,
-    *(old.removeprefix("labkit.") for old in MOVED),
+    "cluster",
+    "cpuuse",
+    "runtime",
+    "tools",
+    "bench",
 }
 
 
-class _OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Import a moved module by its old name: the module object is the new one, not a copy."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname in MOVED:
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
-
-    def create_module(self, spec):
-        return importlib.import_module(MOVED[spec.name])
-
-    def exec_module(self, module):
-        pass  # the new name's import ran the module already
-
-
-if not any(isinstance(f, _OldNames) for f in sys.meta_path):
-    sys.meta_path.insert(0, _OldNames())
-
-
 def start_session(*args: Any, **kwargs: Any):
-    """Start (or join) Ray for this notebook: see :func:`labkit.session.start`."""
+    """Start (or join) Ray for this notebook: see :func:`labkit.runtime.session.start`."""
     from labkit.runtime.session import start
 
     return start(*args, **kwargs)
@@ -134,5 +83,5 @@ def stop_session() -> None:
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_MODULES:
-        return importlib.import_module(MOVED.get(f"labkit.{name}", f"labkit.{name}"))
+        return importlib.import_module(f"labkit.{name}")
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -26,6 +26,8 @@ The summary table at the top of the notebook is rendered by :func:`table` from t
 same rows come from the notebook's source (:func:`entries_in`, no run needed) and from the run
 (``ledger.finish``); both must equal the table between the markers, so the table and the cells
 cannot drift apart. ``labkit blog-table --write`` rewrites it after an entry changes.
+
+Used in: 12.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ prints ``ray.train.Trainer -> ImportError: cannot import name 'Trainer' ...`` an
 Notebook cells that use it carry the tag ``blog-error``.
 
 **wait_until**: poll for something Ray does in the background, with a timeout.
+
+Used in: 01-12, lab_objects.
 """
 
 from __future__ import annotations
@@ -34,6 +36,16 @@ def first_line(text: str, limit: int = 160) -> str:
         return line
     cut = line[:limit].rsplit(" ", 1)[0]
     return cut.rstrip(" ,;:") + " …"
+
+
+def error_line(exc: BaseException, limit: int = 500) -> str:
+    """One line for an error: its name and the first line of its message. A failed notebook
+    cell's error (nbclient's, papermill's) carries the cell's exception apart, as ``ename`` and
+    ``evalue``; any other exception gives its own first non-empty line."""
+    ename = getattr(exc, "ename", None)
+    text = str(getattr(exc, "evalue", "") or "") if ename else str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return f"{ename or type(exc).__name__}: {lines[0] if lines else ''}"[:limit]
 
 
 def _names(expected: type | tuple[type, ...]) -> str:

@@ -2,6 +2,8 @@
 
 A leaf module (it imports nothing from the kit), so that :mod:`labkit.params` and
 :mod:`labkit.device` both use it without importing each other in a loop.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

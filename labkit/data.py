@@ -4,6 +4,8 @@ Nothing is downloaded: every data set is generated from a seed, or comes from a 
 ships it (scikit-learn's digits). Same name, size and seed give the same bytes on disk.
 With ``RAY_ADDRESS`` set the cache must be somewhere every node can read: set ``LABKIT_DATA_DIR``
 to a shared path.
+
+Used in: 06-09, 11, 12, lab_data, lab_train.
 """
 
 from __future__ import annotations

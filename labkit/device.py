@@ -1,4 +1,7 @@
-"""Choose the torch device honestly, and tell real GPUs from Ray's logical ones."""
+"""Choose the torch device honestly, and tell real GPUs from Ray's logical ones.
+
+Used in: 04, 06-09, 11, 12, lab_amp, lab_data, lab_train.
+"""
 
 from __future__ import annotations
 

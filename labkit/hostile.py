@@ -5,6 +5,8 @@ names what was wrong, never a 500, and the app must keep serving. The bodies are
 JSON that Python's ``json`` module would refuse to write (``NaN``, ``Infinity``, truncated text,
 invalid UTF-8) reaches the server as a client could send it. Everything goes to loopback, a
 bounded number of requests, one at a time.
+
+Used in: 09, 11.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ What code prints in a learner's language lives in the repository's ``zh/`` besid
 Chinese (``labkit/tools/zh.py`` keeps it in step): here, the catalog of verdict sentences
 (``zh/verdicts.md``) that :func:`labkit.measure.verdict` prints in Chinese when it translates
 the English template the lesson passed. Nothing here imports Ray.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 A fair baseline is a fast one: batches are formed from whole Arrow record batches or tensor
 slices (``batch_size=None``), never by collating one sample at a time.
+
+Used in: 06, lab_data.
 """
 
 from __future__ import annotations

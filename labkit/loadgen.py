@@ -18,6 +18,8 @@
 Built on ``aiohttp`` (Ray installs it). The event loop runs in a thread of its own, so
 :func:`start` returns at once and works inside Jupyter's running loop: a notebook can deploy
 a new version while the load runs, then call :meth:`LoadRun.result`.
+
+Used in: 09, 11, 12, lab_serve.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ and ``RESULTS_DIR`` (``None`` by default). :func:`setup` resolves them, in this 
 A bad value raises :class:`ParameterError` at once, before Ray starts, naming the valid values.
 ``DEVICE=cuda`` on a machine where torch cannot use CUDA raises :class:`labkit.device.DeviceError`
 at the same point, in every notebook. This module imports no Ray, and torch only for that check.
+
+Used in: 00-12, lab_amp, lab_data, lab_objects, lab_serve, lab_tasks, lab_train, lab_yardsticks.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ process pickled with ``cloudpickle``, as Serve ships a deployment's code to its 
 FastAPI app does not unpickle: starlette's ``State`` recurses). The process binds 127.0.0.1 only,
 runs torch on one thread (as the lesson's replicas do), and is stopped by PID, also when the
 cell that started it fails (use it as a context manager).
+
+Used in: 09, lab_serve.
 """
 
 from __future__ import annotations

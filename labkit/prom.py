@@ -7,6 +7,8 @@ with the lesson's config on a free loopback port, with its data in a temporary f
 its PID in the kit's registry (so ``labkit clean`` and the next session's start find it if a
 kernel dies) and stops exactly that process. Without a binary, :func:`scrape` reads Ray's
 metrics endpoint the way Prometheus would.
+
+Used in: 10.
 """
 
 from __future__ import annotations

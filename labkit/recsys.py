@@ -10,6 +10,8 @@ The metrics rank every item for each evaluated user, leave out what the user alr
 training, and compare the top ``k`` with the items the user took in the held-out period:
 ``recall@k`` = hits / min(k, number of held-out items) and ``NDCG@k`` with binary gains. The
 model, the popularity baseline and the random baseline all go through :func:`evaluate`.
+
+Used in: 11.
 """
 
 from __future__ import annotations

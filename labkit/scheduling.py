@@ -1,6 +1,8 @@
 """Measuring the scheduling lesson: latency percentiles, task timelines, utilisation.
 
 (The lesson's priority dispatcher is written in its cells: it is what lesson 04 teaches.)
+
+Used in: 03, 04, 09.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ whose category is ``task::<name>`` span a whole task on one worker (``tid`` is
 ``worker:<id>``, ``pid`` the node's IP); the others (``task:execute``, ``submit_task``, ...)
 are its phases. :func:`task_spans` keeps the whole-task spans as a table, one row per task,
 with times in seconds from the first task's start.
+
+Used in: 10, 11, lab_data.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ class Stages:
     def __init__(self, per_node: bool = False) -> None:
         import time
 
-        from labkit.bench import cpuuse
+        from labkit import cpuuse
 
         self._clock = time.time
         self.nodes = cpuuse.on_every_node() if per_node else []  # the counters, one per node
@@ -119,7 +121,7 @@ class Stages:
     def __call__(self, name: str) -> Iterator[None]:
         import contextlib
 
-        from labkit.bench.cpuuse import cpu_by_kind
+        from labkit.cpuuse import cpu_by_kind
 
         if self.nodes:
             import ray

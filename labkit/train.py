@@ -4,6 +4,8 @@ The same :func:`run_epoch` runs everywhere, so differences in speed come from ho
 hosted (one process, ``torch.distributed`` processes, Ray Train workers), not from the loop.
 Timing is taken inside the loop, apart from start-up, and split into time spent waiting for
 data and time spent computing.
+
+Used in: 06-08, 11, lab_data, lab_train.
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from labkit import lang
-from labkit.bench import cpuuse
+from labkit import cpuuse, lang
 from labkit.models import MLP
 from labkit.params import seed_everything
 

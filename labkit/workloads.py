@@ -4,6 +4,8 @@ A lesson that measures parallel speed-up needs work that really uses a core (not
 whose length it controls: :func:`spin` is a pure-Python loop, :func:`calibrate` finds how many
 iterations take a given time on this machine. They import no Ray, so tasks, process pools and the
 serial baseline all run the very same function.
+
+Used in: 01, lab_tasks.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from labkit import apiguard, cli
 from labkit.params import repo_root
+from labkit.tools import apiguard, cli
 
 PLANTS = {  # one use per rule, as the blogs wrote them
     "ray.air": "from ray.air import session",

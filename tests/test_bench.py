@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import nbrun
+from labkit.tools import nbrun
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = sorted((ROOT / "bench").glob("lab_*.ipynb"))

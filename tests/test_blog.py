@@ -186,7 +186,7 @@ def test_the_lesson_has_no_weak_check_and_real_ones_pass():
 
 
 def test_the_blog_table_command_fails_on_a_weak_check(tmp_path, capsys):
-    from labkit import cli
+    from labkit.tools import cli
 
     assert cli.main(["blog-table"]) == 0
     nb = json.loads(LESSON.read_text())

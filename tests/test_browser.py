@@ -25,9 +25,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import procs
-from labkit.net import free_port
 from labkit.params import repo_root
+from labkit.runtime import procs
+from labkit.runtime.net import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.network]
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import cli, doctor, procs
+from labkit.runtime import procs
+from labkit.tools import cli, doctor
 
 ROOT = Path(__file__).resolve().parents[1]
 LABKIT = [sys.executable, "-m", "labkit"]

@@ -10,7 +10,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import cluster, netns, procs, raystart, workshop
+from labkit import cluster
+from labkit.runtime import netns, procs, raystart
+from labkit.tools import workshop
 
 pytestmark = pytest.mark.ray
 

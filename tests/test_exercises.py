@@ -7,9 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import exercises as ex
-from labkit import nbrun
-from labkit.tools import zh
+from labkit.tools import exercises as ex
+from labkit.tools import nbrun, zh
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -270,7 +269,7 @@ def _tiny_lesson(
 
 @pytest.mark.notebook
 def test_run_lesson_runs_the_learner_cells_in_the_lessons_kernel(tmp_path):
-    from labkit import nbrun
+    from labkit.tools import nbrun
 
     lesson = _tiny_lesson(tmp_path / "99_tiny.ipynb", "x = 1")
     run = nbrun.run_lesson(lesson, out=tmp_path / "out" / "99_tiny.ipynb", timeout=60)
@@ -283,7 +282,7 @@ def test_run_lesson_runs_the_learner_cells_in_the_lessons_kernel(tmp_path):
 
 @pytest.mark.notebook
 def test_run_lesson_names_the_failed_cell_and_still_runs_the_teardown(tmp_path):
-    from labkit import nbrun
+    from labkit.tools import nbrun
 
     lesson = _tiny_lesson(tmp_path / "99_tiny.ipynb", "x = 1 / 0")
     with pytest.raises(nbrun.LessonFailed, match=r"cell 0: ZeroDivisionError: .*\n    x = 1 / 0"):
@@ -294,7 +293,7 @@ def test_run_lesson_names_the_failed_cell_and_still_runs_the_teardown(tmp_path):
 
 @pytest.mark.notebook
 def test_run_lesson_fails_a_check_that_passes_with_the_answer_unset(tmp_path):
-    from labkit import nbrun
+    from labkit.tools import nbrun
 
     weak = "assert answer is None or answer == 42"
     lesson = _tiny_lesson(tmp_path / "99_tiny.ipynb", "x = 1", check=weak)
@@ -304,7 +303,7 @@ def test_run_lesson_fails_a_check_that_passes_with_the_answer_unset(tmp_path):
 
 @pytest.mark.notebook
 def test_run_lesson_fails_a_cell_that_runs_past_its_timeout(tmp_path):
-    from labkit import nbrun
+    from labkit.tools import nbrun
 
     lesson = _tiny_lesson(tmp_path / "99_tiny.ipynb", "import time\nx = 1\ntime.sleep(30)")
     with pytest.raises(nbrun.LessonFailed, match="cell 0: CellTimeoutError: the cell ran past 2 s"):
@@ -407,7 +406,7 @@ def test_every_exercise_carries_a_wrong_answer_that_sets_what_its_check_reads(pa
 
 @pytest.mark.notebook
 def test_run_lesson_fails_a_check_that_accepts_the_wrong_answer(tmp_path):
-    from labkit import nbrun
+    from labkit.tools import nbrun
 
     weak = "assert answer > 40, f'expected more than 40, got {answer}'"
     wrong = ("# WRONG: one off\nanswer = 41",)

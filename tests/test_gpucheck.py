@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from labkit import cli, gpucheck
-from labkit.gpucheck import Check
+from labkit.tools import cli, gpucheck
+from labkit.tools.gpucheck import Check
 
 
 def test_plan_keeps_the_order_and_skips_what_does_not_fit():

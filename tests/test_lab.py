@@ -11,8 +11,8 @@ import urllib.request
 import psutil
 import pytest
 
-from labkit import procs
-from labkit.net import free_port
+from labkit.runtime import procs
+from labkit.runtime.net import free_port
 
 pytestmark = pytest.mark.network
 

@@ -1,5 +1,6 @@
-"""The package's rooms (labkit/__init__.py): old names resolve, cells' names resolve, no import
-loops, and Ray's private modules only through labkit.runtime.rayprivate."""
+"""The package's rooms (labkit/__init__.py): one name per module, cells' names resolve and stay on
+the top floor but for the listed exceptions, arrows run down, no import loops, and Ray's private
+modules only through labkit.runtime.rayprivate."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import labkit
 from labkit.runtime import rayprivate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,19 +28,77 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_an_old_name_is_the_same_module_object_in_every_import_form():
+def test_each_module_has_one_name_and_importing_the_face_stays_light():
+    """Issue 42: no alias layer: a module is imported by its path only, and ``import labkit``
+    loads neither Ray nor torch."""
     code = (
-        "import labkit, labkit.session, sys\n"
-        "from labkit.runtime import session as new\n"
-        "from labkit import cluster\n"
-        "from labkit.net import free_port\n"
-        "assert labkit.session is new is sys.modules['labkit.session']\n"
-        "assert cluster is sys.modules['labkit.runtime.cluster']\n"
-        "assert free_port is sys.modules['labkit.runtime.net'].free_port\n"
-        "assert labkit.cpuuse.__name__ == 'labkit.bench.cpuuse'\n"
+        "import importlib, sys, labkit\n"
+        "assert not hasattr(labkit, 'MOVED') and not hasattr(labkit, '_ROOMS')\n"
+        "assert not [f for f in sys.meta_path if type(f).__module__.startswith('labkit')]\n"
+        "for old in ('labkit.session', 'labkit.net', 'labkit.cli', 'labkit.sweep'):\n"
+        "    try:\n"
+        "        importlib.import_module(old)\n"
+        "    except ModuleNotFoundError:\n"
+        "        continue\n"
+        "    raise AssertionError(f'{old} still imports')\n"
+        "from labkit.runtime import session\n"
+        "assert labkit.cluster.__name__ == 'labkit.cluster' and labkit.cpuuse.__file__\n"
         "assert 'ray' not in sys.modules and 'torch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+#: Room modules a cell may name, and why (issue 42): everything else a lesson uses is on the top
+#: floor. A lab report may name ``labkit.bench``, the apparatus only lab reports need.
+ROOM_NAMES_IN_CELLS = {
+    "labkit.runtime.net": "00 and 10 start and query a Ray by hand: 127.0.0.1, ports, the token",
+    "labkit.tools.doctor": "00 shows what `labkit doctor` prints, from the same function",
+    "labkit.runtime.procs": "05 waits for a killed node's processes; 10 counts a PID's children",
+    "labkit.runtime.logs.expect_worker_starts": "12 warns Ray's worker-start timeout aside",
+}
+
+
+def room_names(path: Path) -> list[str]:
+    """The room modules' names a notebook's cells use that no exception allows."""
+    allowed = tuple(ROOM_NAMES_IN_CELLS) + (
+        ("labkit.bench",) if path.parent.name == "bench" else ()
+    )
+    return sorted(
+        name
+        for name in _names_cells_use(path)
+        if name.startswith(("labkit.runtime.", "labkit.tools.", "labkit.bench."))
+        and not name.startswith(allowed)
+        and not any(a.startswith(name + ".") for a in allowed)  # a chain's own prefix
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_cells_name_the_top_floor_and_the_listed_room_modules_only(path):
+    assert room_names(path) == [], f"{path.name}: move these to the top floor, or list why"
+
+
+def test_a_room_name_in_a_cell_is_caught(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("labkit.runtime.session.store_stats()")]
+    path = tmp_path / "01_x.ipynb"
+    nbformat.write(nb, path)
+    assert "labkit.runtime.session.store_stats" in room_names(path)
+
+
+def test_runtime_never_imports_tools_or_the_face():
+    """The arrows run down: ``runtime/`` imports neither ``tools/`` nor names from the face
+    (``from labkit import start_session``; ``from labkit import lang`` is a module)."""
+    graph = _import_graph()
+    up = [f"{m} -> {t}" for m, ts in graph.items() if m.startswith("labkit.runtime") for t in ts]
+    up = [arrow for arrow in up if " -> labkit.tools" in arrow]
+    for path in (PACKAGE / "runtime").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name == "labkit" for a in node.names):
+                up.append(f"{path.name} -> import labkit")
+            elif isinstance(node, ast.ImportFrom) and node.module == "labkit" and node.level == 0:
+                faces = [a.name for a in node.names if not (PACKAGE / f"{a.name}.py").exists()]
+                up += [f"{path.name} -> labkit.{name}" for name in faces]
+    assert not up, f"arrows up from runtime/: {up}"
 
 
 def _names_cells_use(path: Path) -> set[str]:
@@ -94,13 +152,15 @@ def test_every_labkit_name_a_cell_uses_resolves(path):
 
 def test_the_scan_sees_a_name_that_does_not_resolve(tmp_path):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("from labkit.session import nowhere\nlabkit.plots.x_y")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("from labkit.runtime.session import nowhere\nlabkit.plots.x_y")
+    ]
     path = tmp_path / "01_x.ipynb"
     nbformat.write(nb, path)
     used = _names_cells_use(path)
-    assert {"labkit.session.nowhere", "labkit.plots.x_y"} <= used
-    assert not _resolves("labkit.session.nowhere") and not _resolves("labkit.plots.x_y")
-    assert _resolves("labkit.plots") and _resolves("labkit.session.start")
+    assert {"labkit.runtime.session.nowhere", "labkit.plots.x_y"} <= used
+    assert not _resolves("labkit.runtime.session.nowhere") and not _resolves("labkit.plots.x_y")
+    assert _resolves("labkit.plots") and _resolves("labkit.runtime.session.start")
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -116,7 +176,6 @@ def _import_graph() -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             for t in targets:
-                t = labkit.MOVED.get(t, t)
                 if t in modules and t != name and t != "labkit":
                     found.add(t)
         graph[name] = found
@@ -165,3 +224,78 @@ def test_no_module_but_rayprivate_names_a_private_ray_module():
             offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if PRIVATE_RAY.search(n)]
     assert not offenders, sorted(set(offenders))
     assert PRIVATE_RAY.search("ray.autoscaler._private.util") and PRIVATE_RAY.search("ray._raylet")
+
+
+def _module_files() -> dict[str, Path]:
+    """Each module of the package but the face and the rooms' ``__init__``, by dotted name."""
+    return {
+        _module_name(p): p
+        for p in PACKAGE.rglob("*.py")
+        if p.name not in ("__init__.py", "__main__.py")
+    }
+
+
+def _face() -> dict[str, str]:
+    """What the face (``labkit/__init__.py``) hands on, and from where: ``labkit.record`` is
+    ``labkit.measure``'s, ``labkit.start_session`` is ``labkit.runtime.session``'s."""
+    out = {}
+    for node in ast.parse((PACKAGE / "__init__.py").read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.update({f"labkit.{a.name}": node.module for a in node.names})
+        elif isinstance(node, ast.FunctionDef):
+            inner = [n for n in ast.walk(node) if isinstance(n, ast.ImportFrom)]
+            out.update({f"labkit.{node.name}": n.module for n in inner if n.module})
+    return out
+
+
+def users() -> dict[str, list[str]]:
+    """Module -> the lessons and lab reports whose cells name it (``03``, ``lab_data``), derived
+    from the cells (the deepest module each dotted name reaches; a name on the face counts for
+    the module it comes from)."""
+    files = _module_files()
+    face = _face()
+    found: dict[str, set[str]] = {name: set() for name in files}
+    for path in NOTEBOOKS:
+        short = path.stem[:2] if path.stem[:2].isdigit() else path.stem
+        for name in _names_cells_use(path):
+            name = next((m for f, m in face.items() if name == f or name.startswith(f + ".")), name)
+            parts = name.split(".")
+            deepest = [".".join(parts[:i]) for i in range(2, len(parts) + 1)]
+            hits = [m for m in deepest if m in files]
+            if hits:
+                found[hits[-1]].add(short)
+    return {name: sorted(s, key=lambda x: (not x[:2].isdigit(), x)) for name, s in found.items()}
+
+
+def caption(used: list[str]) -> str:
+    """``Used in: 00-03, 06, lab_data.``: runs of lessons joined, lab reports by name."""
+    lessons = [int(u) for u in used if u.isdigit()]
+    runs: list[list[int]] = []
+    for n in lessons:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    said = [
+        f"{r[0]:02d}-{r[-1]:02d}" if len(r) > 2 else ", ".join(f"{n:02d}" for n in r) for r in runs
+    ]
+    said += [u for u in used if not u.isdigit()]
+    return f"Used in: {', '.join(said)}." if said else "Used in: no lesson or lab report."
+
+
+def said_caption(doc: str) -> str | None:
+    """The docstring's ``Used in: ...`` paragraph, as one line."""
+    found = re.search(r"^Used in: .*?\.$", doc, re.M | re.S)
+    return " ".join(found.group(0).split()) if found else None
+
+
+def test_each_modules_caption_says_which_lessons_use_it():
+    """Issue 42: a module's docstring names the lessons and lab reports whose cells use it
+    (``Used in: 06, 07, lab_data.``), as the cells say: a new use or a dropped one shows here."""
+    wrong = []
+    for name, used in users().items():
+        doc = ast.get_docstring(ast.parse(_module_files()[name].read_text())) or ""
+        said = said_caption(doc)
+        if said != caption(used):
+            wrong.append(f"{name}: says {said or 'nothing'!r}, the cells: {caption(used)!r}")
+    assert not wrong, "\n".join(wrong)

@@ -9,7 +9,8 @@ import textwrap
 import psutil
 import pytest
 
-from labkit import cluster, lifecycle, procs, raystart, session
+from labkit import cluster
+from labkit.runtime import lifecycle, procs, raystart, session
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def _sleeper(*args: str) -> subprocess.Popen:
 
 def _driver_that_records_and_exits(pid: int, owner: str) -> None:
     """A short-lived 'kernel' that records ``pid`` as its own, then is gone."""
-    code = f"from labkit import procs; procs.remember({{'raylet': [{pid}]}}, {owner!r})"
+    code = f"from labkit.runtime import procs; procs.remember({{'raylet': [{pid}]}}, {owner!r})"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=dict(os.environ))
 
 
@@ -113,7 +114,8 @@ def test_each_start_replaces_what_this_kernel_started_before(state_dir):
 
 KILLED_KERNEL = """
 import os, signal, sys
-from labkit import cluster, session
+from labkit import cluster
+from labkit.runtime import session
 kind = sys.argv[1]
 if kind == "session":
     thing = session.start(num_cpus=1)

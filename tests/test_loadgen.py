@@ -10,7 +10,7 @@ from aiohttp import web
 
 import labkit
 from labkit import loadgen
-from labkit.net import free_port
+from labkit.runtime.net import free_port
 
 pytestmark = pytest.mark.network
 

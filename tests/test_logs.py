@@ -1,4 +1,4 @@
-"""labkit.logs: expected errors reduced to one line; teardown noise dropped."""
+"""labkit.runtime.logs: expected errors reduced to one line; teardown noise dropped."""
 
 import logging
 import os
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from labkit import logs
+from labkit.runtime import logs
 
 
 def test_expected_errors_hide_fd_and_python_output_and_keep_the_teaching_line(capfd):
@@ -86,7 +86,7 @@ def test_the_teaching_line_prefers_an_error_then_a_death_and_skips_info_logs():
 def test_ray_error_messages_are_filtered_too(capsys):
     from ray._private import worker
 
-    from labkit import logs
+    from labkit.runtime import logs
 
     logs.filter_worker_logs()
     logs.filter_worker_logs()  # twice: wrapped once

@@ -2,7 +2,7 @@
 
 import pytest
 
-from labkit import net
+from labkit.runtime import net
 
 
 @pytest.mark.parametrize(

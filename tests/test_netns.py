@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from labkit import netns
+from labkit.runtime import netns
 
 
 def test_names_fit_linux_link_names():

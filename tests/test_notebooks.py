@@ -1,11 +1,11 @@
 """Every lesson, as ``make test`` runs it: executed through the kit's runner
-(:func:`labkit.nbrun.run_lesson`), written to ``$LABKIT_RESULTS_DIR/<lesson>.ipynb`` (``runs/test/``
-under ``make test``), and then, in the same kernel, each exercise's learner cells run: the stub,
-then its check, which must stop at once saying which answer is missing; then each wrong answer,
-which the check must reject. Its outputs may name no path of this machine outside the
-repository. ``LABKIT_NB`` (``make test NB="01 06"``) picks lessons by number. Lessons 00, 07
-and 12 run as their Chinese copy (:data:`IN_CHINESE`), and must print no English-only line.
-Lessons a module of their own runs whole (:data:`COVERED_BY`) are run there, with the same runner.
+(:func:`labkit.tools.nbrun.run_lesson`), written to ``$LABKIT_RESULTS_DIR/<lesson>.ipynb``
+(``runs/test/`` under ``make test``), and then, in the same kernel, each exercise's learner cells
+run: the stub, then its check, which must stop at once saying which answer is missing; then each
+wrong answer, which the check must reject. Its outputs may name no path of this machine outside the
+repository. ``LABKIT_NB`` (``make test NB="01 06"``) picks lessons by number. Lessons 00, 07 and 12
+run as their Chinese copy (:data:`IN_CHINESE`), and must print no English-only line. Lessons a
+module of their own runs whole (:data:`COVERED_BY`) are run there, with the same runner.
 """
 
 import os
@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import nbrun
-from labkit.cli import notebooks_to_run
-from labkit.tools import zh
+from labkit.tools import nbrun, zh
+from labkit.tools.cli import notebooks_to_run
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Lessons run whole by a module of their own (with :func:`run_lesson`): skipped here when that

@@ -15,9 +15,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import nbrun, prom
-from labkit.cli import notebooks_to_run
+from labkit import prom
 from labkit.params import repo_root
+from labkit.tools import nbrun
+from labkit.tools.cli import notebooks_to_run
 
 pytestmark = [pytest.mark.notebook, pytest.mark.ray, pytest.mark.network]
 

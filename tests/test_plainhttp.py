@@ -8,8 +8,8 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from labkit import procs
 from labkit.plainhttp import PlainServer
+from labkit.runtime import procs
 
 pytestmark = pytest.mark.network
 

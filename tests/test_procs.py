@@ -5,7 +5,7 @@ import time
 import psutil
 import pytest
 
-from labkit import procs
+from labkit.runtime import procs
 
 
 @pytest.fixture

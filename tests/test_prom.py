@@ -11,8 +11,9 @@ import psutil
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
-from labkit import procs, prom
+from labkit import prom
 from labkit.checks import wait_until
+from labkit.runtime import procs
 
 pytestmark = pytest.mark.network
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import nbrun
-from labkit.cli import notebooks_to_run
+from labkit.tools import nbrun
+from labkit.tools.cli import notebooks_to_run
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "04_scheduling_and_resources.ipynb"

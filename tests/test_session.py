@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 import labkit
-from labkit import logs, net, procs, session
+from labkit.runtime import logs, net, procs, session
 
 pytestmark = pytest.mark.ray
 
@@ -276,7 +276,7 @@ def test_joining_an_existing_cluster_ships_labkit(tmp_path):
 
 
 def test_a_missing_token_file_is_created_once_and_kept(tmp_path, monkeypatch):
-    from labkit import net
+    from labkit.runtime import net
 
     path = tmp_path / "ray" / "auth_token"
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(path))

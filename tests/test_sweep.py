@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from labkit.bench import report, store, sweep
+from labkit.checks import error_line
 from labkit.measure import read_records
 from labkit.tools import cli
 
@@ -226,7 +227,7 @@ def test_without_papermill_a_point_runs_through_nbclient_with_its_parameters(tmp
     assert sum("injected-parameters" in t for t in tags) == 1
     with pytest.raises(Exception) as err:
         sweep._execute_nbclient(TINY, out, params | {"FAIL": True}, 120)
-    assert sweep._error_line(err.value).startswith("AssertionError: FAIL was set")
+    assert error_line(err.value, 300).startswith("AssertionError: FAIL was set")
     assert nbformat.read(out, as_version=4).cells[3].outputs  # written, with the error in it
 
 

@@ -1,12 +1,12 @@
-"""Which lessons a change touches (labkit.touched), and the rerun pass's budget."""
+"""Which lessons a change touches (labkit.tools.touched), and the rerun pass's budget."""
 
 import json
 import os
 import subprocess
 from pathlib import Path
 
-from labkit import touched
-from labkit.cli import notebooks_to_run
+from labkit.tools import touched
+from labkit.tools.cli import notebooks_to_run
 
 
 def _git(repo: Path, *args: str, when: int | None = None) -> str:
@@ -59,14 +59,16 @@ def test_a_lesson_reaches_the_modules_it_names_and_what_they_import(tmp_path):
     (pkg / "measure.py").write_text("")
     (pkg / "serve.py").write_text("")
     nb = _lesson(tmp_path / "01_a.ipynb", "import labkit\nfrom labkit import plots\nlabkit.x()\n")
-    assert touched.lesson_modules(nb, pkg) == {"__init__", "params", "plots", "measure"}
+    found = touched.lesson_modules(nb, pkg)
+    assert found == {"labkit", "labkit.params", "labkit.plots", "labkit.measure"}
     other = _lesson(tmp_path / "02_b.ipynb", "print(1)\n")
     assert touched.lesson_modules(other, pkg) == set()
 
 
 def test_the_real_lessons_reach_the_session_module():
     for path in notebooks_to_run([]):
-        assert {"__init__", "session", "params"} <= touched.lesson_modules(path), path.name
+        reached = touched.lesson_modules(path)
+        assert {"labkit", "labkit.runtime.session", "labkit.params"} <= reached, path.name
 
 
 def test_touched_lessons_and_the_budget(tmp_path):

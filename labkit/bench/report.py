@@ -6,6 +6,8 @@ flags only a change for the worse beyond ``max(10%, 2 x the larger coefficient o
 the two runs' repeats)``, in the direction the record says is better.
 
 Used by: ``labkit bench`` and ``labkit bench compare`` (labkit/tools/cli.py).
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 under ``results/<machine>/<date>-<commit>/`` (asv's layout), never over an earlier one.
 
 Used by: ``labkit bench`` and ``labkit bench keep`` (labkit/tools/cli.py).
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

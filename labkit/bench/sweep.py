@@ -12,6 +12,8 @@ A sweep file::
         params: {N_ROUNDS: 2}        # fixed parameters for every point (optional)
 
 Used by: ``labkit bench`` (labkit/tools/cli.py).
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import params
+from labkit.checks import error_line
 
 
 class SweepError(ValueError):
@@ -283,7 +286,7 @@ def run(
         try:
             execute(point.entry.notebook, executed, parameters, cell_timeout)
         except Exception as exc:  # noqa: BLE001 - report it and go on with the next point
-            status, error = "FAILED", _error_line(exc)
+            status, error = "FAILED", error_line(exc, 300)
             bar.write(f"labkit bench: {point.run_id} FAILED: {error}")
         seconds = time.monotonic() - start
         runs.append(
@@ -340,17 +343,6 @@ def _progress(todo: list[Point], show: bool):
     except ImportError:
         return _Lines(todo)
     return tqdm(todo, unit="run", disable=not show, dynamic_ncols=True)
-
-
-def _error_line(exc: BaseException) -> str:
-    """The failing cell's exception in one line (papermill keeps its type and message apart
-    from the banner it prints), else the exception's own first line."""
-    ename, evalue = getattr(exc, "ename", None), getattr(exc, "evalue", None)
-    if ename:
-        first = str(evalue or "").strip().splitlines()
-        return f"{ename}: {first[0] if first else ''}"[:300]
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def _records(folder: Path) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@ Serve's no-op HTTP latency benchmark, each in a subprocess of its own with ``RAY
 (both call a bare ``ray.init()``, which would join any cluster ``RAY_ADDRESS`` names), and the
 machine's own yardstick for put/get: a copy into memory already touched.
 
-Used in: bench/lab_yardsticks.
+Used in: lab_yardsticks.
 """
 
 from __future__ import annotations

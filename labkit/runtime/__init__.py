@@ -1,6 +1,7 @@
-"""The runtime that keeps Ray safe: sessions, clusters, processes, logs, ports, network namespaces.
+"""The runtime that keeps Ray safe: sessions, processes, logs, ports, network namespaces.
 
-Cells reach these modules by their old names too (``labkit.session``, ``from labkit.cluster
-import LocalCluster``): see ``labkit.MOVED``. Every import of Ray's private modules is in
-:mod:`labkit.runtime.rayprivate`.
+A cell that must reach one of these modules names it here (``labkit.runtime.procs``); what
+lessons build with lives on the top floor (``labkit.cluster``, ``labkit.expected_errors``). Every
+import of Ray's private modules is in :mod:`labkit.runtime.rayprivate`. Nothing here imports
+``labkit.tools`` or the face (``labkit/__init__.py``).
 """

@@ -10,6 +10,8 @@ start of a kit session or local cluster first
 
 Ray started in this kernel by anything else than the kit is not the kit's to stop: that is an
 error, with the call that fixes it.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 * :func:`filter_worker_logs`: teardown lines that are never the learner's business dropped.
 * :func:`expected_errors`: a planned failure (a crash drill) reduced to the one line that
   teaches, with a sentence saying it was expected.
+
+Used in: 01, 04, 05, 07-09, 12.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Everything the kit starts listens on 127.0.0.1 (never 0.0.0.0) on a port the OS says is free,
 and keeps Ray's token auth on.
+
+Used in: 00, 10.
 """
 
 from __future__ import annotations

@@ -1,15 +1,18 @@
 """The network-cut drill: cut one worker node's link mid-run and see what Ray keeps.
 
-Needs a workshop cluster with namespaced nodes (:mod:`labkit.workshop`, :mod:`labkit.netns`):
-root on Linux. With work in flight on worker node 1 it runs ``ip link set <its veth> down``, times
-how long until Ray declares the node dead, and checks what survives:
+Needs a workshop cluster with namespaced nodes (:mod:`labkit.tools.workshop`,
+:mod:`labkit.runtime.netns`): root on Linux. With work in flight on worker node 1 it runs ``ip link
+set <its veth> down``, times how long until Ray declares the node dead, and checks what survives:
 
 * a task that was running there, retried elsewhere (``max_retries``);
 * a task output that lived only in that node's object store, rebuilt from its lineage;
 * an object ``ray.put`` by an actor on that node: lost by design (its owner died with the node).
 
 Then it restores the link and checks that the dead node does not rejoin (its raylet exits when it
-learns it was declared dead). :mod:`labkit.clustercheck` saves the figures for lesson 05 to show.
+learns it was declared dead). :mod:`labkit.tools.clustercheck` saves the figures for lesson 05 to
+show.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from labkit.checks import wait_until
+from labkit.checks import error_line, wait_until
 from labkit.runtime import netns
-from labkit.tools.nbrun import error_line
 
 BLOCK = 2_000_000  # float64s: 16 MB, far above Ray's inline limit, so it lives in a node's store
 
@@ -48,7 +50,7 @@ def drill(state: dict[str, Any], victim: int = 1, timeout: float = 180.0) -> dic
     :data:`KEEPALIVE` in its environment); returns the figures and any failures."""
     code = (
         "import json, sys\n"
-        "from labkit import netcut\n"
+        "from labkit.runtime import netcut\n"
         "state = json.loads(sys.argv[1])\n"
         "result = netcut._drill(state, int(sys.argv[2]), float(sys.argv[3]))\n"
         "print('NETCUT ' + json.dumps(result))\n"

@@ -10,6 +10,8 @@ Everything made is named with the prefix ``lk`` and a short tag, and written to 
 is made, so :func:`remove` deletes exactly that and :func:`stale` finds what a killed run left.
 Deleting a namespace does not stop the processes in it: stop them by PID first
 (:func:`pids_in`).
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The kit never calls Ray's own ``ray stop``: it kills every Ray process on the machine, a
 colleague's included. Instead each local session and in-kernel cluster records its PIDs with
 their creation times here, and ``labkit clean`` stops those still alive, by PID.
+
+Used in: 05, 10.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Ray's private modules (``ray._private``, ``ray._raylet``, ``ray._common``,
 only where 2.60 has no public way, and only through :func:`get`, so that :data:`PRIVATE` is the
 whole list and ``tests/test_rayprivate.py`` checks that each entry still resolves on the pinned
 Ray. A lesson's cells never use them (``tests/test_hygiene.py``).
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 kit's own, token auth on, free ports, and stopping by that directory (never ``ray stop``).
 
 Shared by the in-kernel clusters (:mod:`labkit.cluster`) and the workshop cluster
-(:mod:`labkit.workshop`).
+(:mod:`labkit.tools.workshop`).
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ def ray_env(**extra: str) -> dict[str, str]:
 
 
 def run_ray(args: list[str], env: dict[str, str], ns: str | None = None) -> None:
-    """``ray ARGS``, inside network namespace ``ns`` when given (see :mod:`labkit.netns`)."""
+    """``ray ARGS``, inside network namespace ``ns`` when given (see
+    :mod:`labkit.runtime.netns`)."""
     argv = [ray_exe(), *args]
     if ns:
         from labkit.runtime.netns import in_ns

@@ -12,6 +12,8 @@
 Idempotent: a second :func:`start` with the same arguments returns the running session (a
 notebook's Run All again), after shutting down the Serve apps an earlier run left running.
 :meth:`Session.stop` tears down Serve (if started) and then Ray; it never runs ``ray stop``.
+
+Used in: 00-03, 06-12, lab_data, lab_objects, lab_serve, lab_tasks, lab_train, lab_yardsticks.
 """
 
 from __future__ import annotations
@@ -68,6 +70,17 @@ class Session:
     def gpus_are_logical(self) -> bool:
         """True when Ray's GPUs are bookkeeping only (no CUDA device behind them)."""
         return self.resources.get("GPU", 0) > 0 and self.real_gpus == 0 and self.mode == "local"
+
+    @property
+    def logical_gpus(self) -> int | None:
+        """The logical GPUs ``LABKIT_LOGICAL_GPUS`` asks a local session on a GPU-less machine
+        for (:func:`logical_gpus`); None when it is unset."""
+        return logical_gpus()
+
+    def store_stats(self) -> dict[str, int]:
+        """The cluster's object store totals now: bytes used, objects, bytes spilled and
+        restored (:func:`store_stats`, what ``ray memory --stats-only`` prints)."""
+        return store_stats()
 
     def require_head(self, why: str) -> None:
         """Fail unless this driver runs on the cluster's head node (always so for a local session):
@@ -225,9 +238,8 @@ class Session:
 
 
 def _labkit_dir() -> str:
-    import labkit
-
-    return str(Path(labkit.__file__).parent)
+    """The package's folder (``labkit/``), found from this file: runtime never imports the face."""
+    return str(Path(__file__).resolve().parents[1])
 
 
 def start(
@@ -273,6 +285,7 @@ def start(
         return _current
     lifecycle.take_over()
     logs.quiet_ray()
+    logs.quiet_data()  # Ray Data's progress bars and notes too: a lesson's output stays its own
     address = os.environ.get("RAY_ADDRESS", "").strip()
     shadowed = api_server = None
     if local and address and address != "local":
@@ -421,7 +434,7 @@ def _start_local(
     # Name this session in Ray's current-cluster file, as `ray start` does: a job submitted to it
     # resolves its driver's address "auto" from that file, and without one it takes any GCS it
     # finds on the machine, which may be another cluster's (seen with a workshop cluster up).
-    from labkit.runtime.cluster import _AddressPointer
+    from labkit.cluster import _AddressPointer
 
     session.address_pointer = _AddressPointer.save(node.get_temp_dir_path())
     session.address_pointer.claim(session.address)

@@ -9,6 +9,8 @@ purpose to show it fail. ``labkit guard`` prints the findings; a test keeps the 
 ``serve.start`` itself is current (``PublicAPI(stability="stable")`` in 2.60) and is how the kit
 pins Serve's proxy to 127.0.0.1; the rule is the blog's bare ``serve.start()`` before
 ``.deploy()``.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

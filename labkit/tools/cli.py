@@ -1,4 +1,7 @@
-"""``labkit doctor|run|bench|rerun|clean|lab|cluster|gpu-check|exercises``: a thin command line."""
+"""``labkit doctor|run|bench|rerun|clean|lab|cluster|gpu-check|exercises``: a thin command line.
+
+Used in: no lesson or lab report.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from labkit import params
+from labkit.checks import error_line
 from labkit.runtime import procs
-from labkit.tools.nbrun import error_line, write_summary
+from labkit.tools.nbrun import write_summary
 
 # ---------------------------------------------------------------- doctor
 
@@ -477,7 +481,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
             status = "ok"
         except Exception as exc:  # noqa: BLE001 - report each notebook, then fail at the end
             failed += 1
-            status = f"FAILED: {nbrun.error_line(exc)}"
+            status = f"FAILED: {error_line(exc)}"
         print(f"labkit rerun: {path.name} {status} ({time.monotonic() - start:.0f} s)", flush=True)
     return 1 if failed else 0
 
@@ -526,7 +530,7 @@ def cmd_small(args: argparse.Namespace) -> int:
             status = "ok"
         except Exception as exc:  # noqa: BLE001 - report each notebook, then fail at the end
             failed += 1
-            status = f"FAILED: {nbrun.error_line(exc)}"
+            status = f"FAILED: {error_line(exc)}"
         took = time.monotonic() - start
         print(f"labkit small: {path.name} at small {status} ({took:.0f} s)", flush=True)
     return 1 if failed else 0
@@ -595,7 +599,7 @@ def cmd_zh(args: argparse.Namespace) -> int:
         print(
             f"labkit zh: {len(found)} cells stale or missing; {done}/{len(paths)} notebooks current"
         )
-        print(f"labkit zh: the drift test holds {', '.join(zh.COMPLETE)} complete")
+        print(f"labkit zh: the drift test holds every one of the {len(zh.notebooks())} complete")
         return 0
     if len(paths) != 1:
         raise SystemExit("labkit zh: name one notebook (03, lab_tasks)")

@@ -1,12 +1,15 @@
 """``make test-cluster``: the lessons on a multi-node cluster, as an instructor would run them.
 
-Brings up a workshop cluster (:mod:`labkit.workshop`: a 0-CPU head, two worker nodes of one CPU
-and two logical GPUs each, token auth; worker nodes in network namespaces of their own where the
-machine allows it), runs the notebooks through ``labkit run`` with ``RAY_ADDRESS`` pointing at it,
-checks that a lesson which keeps a local Ray of its own sent the cluster nothing, runs the
-network-cut drill (:mod:`labkit.netcut`) where the nodes have links, brings the cluster down and
-checks that no process, namespace, link or bridge is left. Prints each notebook's name and each
-node's address. Exit status 0 only when every step held.
+Brings up a workshop cluster (:mod:`labkit.tools.workshop`: a 0-CPU head, two worker nodes of
+one CPU and two logical GPUs each, token auth; worker nodes in network namespaces of their own
+where the machine allows it), runs the notebooks through ``labkit run`` with ``RAY_ADDRESS``
+pointing at it, checks that a lesson which keeps a local Ray of its own sent the cluster
+nothing, runs the network-cut drill (:mod:`labkit.runtime.netcut`) where the nodes have links,
+brings the cluster down and checks that no process, namespace, link or bridge is left. Prints
+each notebook's name and each node's address. Exit status 0 only when every step held. Which
+lessons it runs, and how, each lesson's header says (:func:`on_a_cluster`).
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations
@@ -26,9 +29,21 @@ from labkit.params import repo_root
 from labkit.runtime import netns
 from labkit.tools import workshop
 
-#: Lessons that join the cluster, and those that keep a local Ray of their own there.
-JOIN = ["00", "01", "02", "03", "06", "07", "08", "09", "11"]
-LOCAL = ["10"]
+
+def on_a_cluster() -> dict[str, list[str]]:
+    """What ``make test-cluster`` does with each lesson, as its header's **On a cluster** line
+    says: ``join`` (the lesson joins the cluster: "`make test-cluster` runs it") and ``local``
+    (it keeps a local Ray of its own: "`make test-cluster` checks" the cluster saw nothing).
+    A lesson that builds clusters of its own, or is not checked here, is in neither."""
+    said: dict[str, list[str]] = {"join": [], "local": []}
+    for path in sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        header = "".join(json.loads(path.read_text())["cells"][0]["source"])
+        line = next((x for x in header.splitlines() if x.startswith("**On a cluster:**")), "")
+        if "joins that cluster" in line and "`make test-cluster` runs it" in line:
+            said["join"].append(path.name[:2])
+        elif "local Ray of its own" in line and "`make test-cluster` checks" in line:
+            said["local"].append(path.name[:2])
+    return said
 
 
 DRILL_RESULTS = repo_root() / "results" / "test-cluster" / "netcut.json"
@@ -138,9 +153,12 @@ def leftovers(state: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m labkit.tools.clustercheck", description=__doc__)
-    ap.add_argument("lessons", nargs="*", help=f"lessons that join (default {' '.join(JOIN)})")
+    plan = on_a_cluster()
     ap.add_argument(
-        "--local", nargs="*", default=LOCAL, help="lessons with a local Ray of their own"
+        "lessons", nargs="*", help=f"lessons that join (default {' '.join(plan['join'])})"
+    )
+    ap.add_argument(
+        "--local", nargs="*", default=plan["local"], help="lessons with a local Ray of their own"
     )
     ap.add_argument("--out", default=str(repo_root() / "runs" / "test-cluster"))
     ap.add_argument("--cell-timeout", type=int, default=600)
@@ -165,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             print(workshop.fallback_line(state), flush=True)
         address = state["address"]
         report["lessons"] = run_lessons(
-            args.lessons or JOIN, address, out, data_dir, args.cell_timeout
+            args.lessons or plan["join"], address, out, data_dir, args.cell_timeout
         )
         try:
             before = cluster_counts(address)

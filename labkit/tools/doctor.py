@@ -1,5 +1,8 @@
 """``labkit doctor``: what a workshop helper asks for first, as a dict (the CLI prints it), and
-the missing pieces that would stop the kit here, one line each (:func:`problems`)."""
+the missing pieces that would stop the kit here, one line each (:func:`problems`).
+
+Used in: 00.
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ Each check is followed by at least one **wrong answer**: a raw cell tagged ``wro
 never runs it, and learner copies leave it out) holding the mistake a learner would plausibly
 make. ``make test`` runs it in the lesson's kernel and requires the check to reject it
 (:func:`labkit.tools.nbrun.probe_exercise`), as it requires the check to reject the empty stub.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations
@@ -197,8 +199,8 @@ def learner_copy(nb, lang: str = "en", lesson: str | None = None):
 def copy_problems(nb, copy, lang: str = "en", lesson: str | None = None) -> list[str]:
     """What is wrong with ``copy`` as the learner copy of ``nb`` (nothing, when it is right):
     each answer a stub that compiles, each check guarded and otherwise kept, every other cell
-    unchanged. What ``make test-exercises`` checks of the copies it writes; ``make test`` runs
-    the stubs and checks themselves, in the lesson's kernel (:func:`labkit.nbrun.run_lesson`)."""
+    unchanged. What ``make test-exercises`` checks of the copies it writes; ``make test`` runs the
+    stubs and checks themselves, in the lesson's kernel (:func:`labkit.tools.nbrun.run_lesson`)."""
     problems = []
     nb = without_wrong(nb)
     if any(WRONG in tags(c) for c in copy.cells):

@@ -7,6 +7,8 @@ committed under ``results/<gpu-name>/``.
 
 Notebooks run through ``nbclient`` (no papermill needed, so it also works where only nbclient is
 installed); parameters travel as ``LABKIT_*`` variables, which every notebook reads.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ def run_notebook(path: Path, out_dir: Path, env: dict[str, str], cell_timeout: i
     """Execute one notebook with ``env`` set; save it executed; return status and seconds."""
     import nbformat
 
-    from labkit.tools.nbrun import client, environ, error_line
+    from labkit.checks import error_line
+    from labkit.tools.nbrun import client, environ
 
     nb = nbformat.read(path, as_version=4)
     start = time.monotonic()

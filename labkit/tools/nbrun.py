@@ -1,5 +1,8 @@
 """Executing a notebook headless with nbclient: ``make test``'s lessons with their learner
-cells (:func:`run_lesson`), ``labkit rerun``, ``gpu-check`` and ``exercises --run``."""
+cells (:func:`run_lesson`), ``labkit rerun``, ``gpu-check`` and ``exercises --run``.
+
+Used in: no lesson or lab report.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from labkit.checks import error_line
 
 
 @contextmanager
@@ -24,13 +29,6 @@ def environ(env: Mapping[str, str] | None) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def error_line(exc: BaseException) -> str:
-    """One line for a failed notebook run: the cell's exception name and message."""
-    ename = getattr(exc, "ename", type(exc).__name__)
-    evalue = getattr(exc, "evalue", str(exc))
-    return f"{ename}: {evalue}".strip().splitlines()[0][:500]
 
 
 def cell_timeout() -> int:
@@ -212,8 +210,8 @@ def run_lesson(
             for i in code[:-1] * (2 if twice else 1):
                 current = i
                 runner.execute_cell(nb.cells[i], i)
-            # The Chinese learner copies' cells too, for the lessons the Chinese edition holds.
-            langs = ["en", "zh"] if path.stem[:2] in zh.COMPLETE else ["en"]
+            # The Chinese learner copies' cells too: every lesson has its Chinese (zh/).
+            langs = ["en", "zh"]
             for n, (answer, check, wrong) in enumerate(sources, 1):
                 current = -n
                 for lang in langs:  # the wrong answers once: the check's code is the same

@@ -11,6 +11,8 @@ A named block is run by a test that asks for it by name (:func:`script`); ``test
 fails on a block without a marker, on a named block that no test names, and on a ``skip`` that
 matches no command. A command is one line of the block (a trailing ``\\`` joins the next), its
 comment dropped; ``<placeholders>`` are filled in by the test that runs it.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

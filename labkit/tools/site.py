@@ -13,6 +13,8 @@ Before the build, each executed notebook is checked for an error (an ``error`` o
 stream with a traceback) outside a ``blog-error`` cell; after it, every page for a link or image
 on another host, a broken internal link or anchor, an image without alt text, and a lesson the
 index does not link. Any of them fails the build, naming the page.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations

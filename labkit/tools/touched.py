@@ -11,6 +11,8 @@ The pass keeps to a budget: each lesson costs about :data:`RERUN_COST` times its
 time (two passes in one kernel; the second is quicker: on the 2-core box 00, 01 and 02 took 1.7,
 1.4 and 1.1 times their header's time), and the touched lessons beyond the budget are named, not
 run.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations
@@ -53,53 +55,54 @@ def changed_files(base: str | None, root: Path | None = None) -> list[str]:
 
 
 def _module_imports(path: Path) -> set[str]:
-    """The ``labkit`` names a module of the package imports (at any depth in it): each part of
-    a dotted ``labkit.room.module`` and each name imported from it, for :func:`stems` to match."""
+    """The ``labkit`` names a module of the package imports (at any depth in it), dotted: each
+    imported module and each ``module.name`` imported from it, for :func:`_reach` to resolve."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            parts = node.module.split(".")
-            if parts[0] == "labkit":
-                found.update(parts[1:] or ["__init__"])
-                found.update(alias.name for alias in node.names)
+            if node.module.split(".")[0] == "labkit":
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "labkit":
-                    found.update(parts[1:] or ["__init__"])
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "labkit")
     return found
 
 
-def stems(package: Path) -> dict[str, Path]:
-    """Each module of the package by its stem (stems are unique across the rooms), a room's
-    ``__init__`` by the room's name, and the package's own ``__init__`` as ``__init__``."""
+def modules(package: Path) -> dict[str, Path]:
+    """Each module of the package by its dotted name (``labkit.runtime.session``); a package's
+    ``__init__`` by the package's (``labkit``, ``labkit.runtime``)."""
     out = {}
     for path in package.rglob("*.py"):
-        if path.stem != "__init__":
-            out[path.stem] = path
-        else:
-            out["__init__" if path.parent == package else path.parent.name] = path
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
 
 
-def stem_of(path: str) -> str | None:
-    """The stem a changed file ``labkit/.../x.py`` has in :func:`stems`, else None."""
-    parts = Path(path).parts
-    if parts[0] != "labkit" or not path.endswith(".py"):
+def module_of(path: str) -> str | None:
+    """The dotted module a changed file ``labkit/.../x.py`` is, else None."""
+    parts = Path(path).with_suffix("").parts
+    if not parts or parts[0] != "labkit" or not path.endswith(".py"):
         return None
-    if parts[-1] != "__init__.py":
-        return Path(path).stem
-    return "__init__" if len(parts) == 2 else parts[-2]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-_NAMED = re.compile(r"\blabkit\.([A-Za-z_]\w*)")
-_FROM = re.compile(r"^[ \t]*from\s+labkit(?:\.(\w+))?\s+import\s+(\([^)]*\)|[\w \t,]+)", re.M)
+def _reach(dotted: str, files: dict[str, Path]) -> list[str]:
+    """The modules a dotted name passes through: ``labkit.runtime.procs.wait_gone`` imports
+    ``labkit``, ``labkit.runtime`` and ``labkit.runtime.procs``."""
+    parts = dotted.split(".")
+    prefixes = (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return [name for name in prefixes if name in files]
+
+
+_NAMED = re.compile(r"\blabkit(?:\.[A-Za-z_]\w*)*")
+_FROM = re.compile(r"^[ \t]*from\s+(labkit(?:\.\w+)*)\s+import\s+(\([^)]*\)|[\w \t,]+)", re.M)
 
 
 def lesson_modules(notebook: Path, package: Path | None = None) -> set[str]:
-    """Every ``labkit`` module (file stem, ``__init__`` for the package) the lesson reaches."""
+    """Every ``labkit`` module (dotted: ``labkit``, ``labkit.runtime.session``) the lesson
+    reaches, and what those import."""
     package = package or repo_root() / "labkit"
-    files = stems(package)
+    files = modules(package)
     code = "\n".join(
         "".join(c["source"])
         for c in json.loads(notebook.read_text())["cells"]
@@ -107,28 +110,24 @@ def lesson_modules(notebook: Path, package: Path | None = None) -> set[str]:
     )
     named = set(_NAMED.findall(code))
     for module, names in _FROM.findall(code):
-        named.add(module or "__init__")
-        if not module:
-            named.update(re.split(r"[\s,()]+", names))
-    if re.search(r"^\s*import\s+labkit\b", code, re.M):
-        named.add("__init__")
+        named.update(f"{module}.{n}" for n in re.split(r"[\s,()]+", names) if n)
     reached: set[str] = set()
-    todo = [n for n in named if n in files]
+    todo = [m for n in named for m in _reach(n, files)]
     while todo:
-        stem = todo.pop()
-        if stem in reached:
+        module = todo.pop()
+        if module in reached:
             continue
-        reached.add(stem)
-        todo += [m for m in _module_imports(files[stem]) if m in files]
+        reached.add(module)
+        todo += [m for n in _module_imports(files[module]) for m in _reach(n, files)]
     return reached
 
 
 def touched_lessons(changed: list[str], lessons: list[Path]) -> tuple[list[Path], list[Path]]:
     """``(lessons whose notebook changed, lessons reached only through a changed module)``."""
     changed_set = set(changed)
-    changed_stems = {stem_of(p) for p in changed} - {None}
+    changed_modules = {module_of(p) for p in changed} - {None}
     direct = [p for p in lessons if f"notebooks/{p.name}" in changed_set]
-    through = [p for p in lessons if p not in direct and lesson_modules(p) & changed_stems]
+    through = [p for p in lessons if p not in direct and lesson_modules(p) & changed_modules]
     return direct, through
 
 

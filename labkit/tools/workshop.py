@@ -2,11 +2,13 @@
 
 ``ray start`` head and worker nodes, each with its own temp directory, ports, CPUs, memory and
 object store, token auth on. As root on Linux each worker node runs in a network namespace of its
-own with a 198.18.x.x address (:mod:`labkit.netns`); the head stays in the machine's namespace, on
-the bridge's address, so drivers join as usual. Elsewhere every node shares one address, and the
-state says why. The addresses, PIDs, namespaces and links are kept in a state file, and ``down``
-stops exactly those processes and removes exactly those namespaces and links (never ``ray stop``,
-which kills every Ray process on the machine).
+own with a 198.18.x.x address (:mod:`labkit.runtime.netns`); the head stays in the machine's
+namespace, on the bridge's address, so drivers join as usual. Elsewhere every node shares one
+address, and the state says why. The addresses, PIDs, namespaces and links are kept in a state file,
+and ``down`` stops exactly those processes and removes exactly those namespaces and links (never
+``ray stop``, which kills every Ray process on the machine).
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations
@@ -61,9 +63,9 @@ def up(
     """Start a head and ``workers`` worker nodes (``ray start``, token auth on); save the state.
 
     ``namespaced=None`` gives each worker node a network namespace and a 198.18.x.x address of its
-    own where the machine allows it (:mod:`labkit.netns`) and else puts every node on one address,
-    saying why in ``state["fallback"]``; ``True`` requires namespaces, ``False`` refuses them.
-    Each node gets its own temp dir and explicit CPUs, memory and object store.
+    own where the machine allows it (:mod:`labkit.runtime.netns`) and else puts every node on one
+    address, saying why in ``state["fallback"]``; ``True`` requires namespaces, ``False`` refuses
+    them. Each node gets its own temp dir and explicit CPUs, memory and object store.
     """
     if state_path().is_file():
         if status()["alive"]:

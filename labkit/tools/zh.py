@@ -15,6 +15,8 @@ After updating the Chinese, ``labkit zh sign NN CELL`` records the English it no
 
 Only markdown is swapped; code, outputs, API names and numbers stay as they are, and so do the
 posts' quotes (「...」), which the Chinese copy must carry verbatim.
+
+Used in: no lesson or lab report.
 """
 
 from __future__ import annotations
@@ -28,20 +30,6 @@ from pathlib import Path
 from labkit.lang import LANGS, language  # noqa: F401 (the CLI's and tests' names for them)
 from labkit.params import repo_root
 
-#: The notebooks whose Chinese the drift test holds complete (it grew by steps, issue 26: 00-03,
-#: then 04-07, then 08-12 and the lab reports: now every one).
-COMPLETE = (
-    *(f"{n:02d}" for n in range(13)),
-    *(
-        "lab_tasks",
-        "lab_objects",
-        "lab_data",
-        "lab_train",
-        "lab_amp",
-        "lab_yardsticks",
-        "lab_serve",
-    ),
-)
 MARKER = re.compile(r"^<!-- cell (\S+) en (\S*)( stale)? -->$")
 CODE_MARKER = re.compile(r"^<!-- code (\S+) -->$")
 

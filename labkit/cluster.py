@@ -8,9 +8,11 @@
   adds worker nodes for pending work up to ``max_workers`` and removes idle ones after the idle
   timeout. Stopped by its own temp directory, never ``ray stop``.
 (The workshop cluster that outlives the command, ``labkit cluster up``, is in
-:mod:`labkit.workshop`.)
+:mod:`labkit.tools.workshop`.)
 
 Never ``ray stop`` and never ``AutoscalingCluster``: both kill every Ray process on the machine.
+
+Used in: 04, 05.
 """
 
 from __future__ import annotations

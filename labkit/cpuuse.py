@@ -8,6 +8,8 @@ snapshot; a process that both starts and ends in between is missed (say so when 
 
 On a cluster, each node's processes run on its own machine: :class:`NodeCpu`, one 0-CPU actor
 per node, counts the processes under that node's raylet where they run.
+
+Used in: 07, lab_tasks, lab_train.
 """
 
 from __future__ import annotations
