@@ -42,6 +42,8 @@ def test_each_module_has_one_name_and_importing_the_face_stays_light():
         "        continue\n"
         "    raise AssertionError(f'{old} still imports')\n"
         "from labkit.runtime import session\n"
+        "assert labkit.tools.doctor.report and labkit.runtime.procs.wait_gone  # as cells write\n"
+        "assert labkit.bench.yardsticks.__name__ == 'labkit.bench.yardsticks'\n"
         "assert labkit.cluster.__name__ == 'labkit.cluster' and labkit.cpuuse.__file__\n"
         "assert 'ray' not in sys.modules and 'torch' not in sys.modules\n"
     )
