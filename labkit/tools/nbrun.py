@@ -210,8 +210,9 @@ def run_lesson(
             for i in code[:-1] * (2 if twice else 1):
                 current = i
                 runner.execute_cell(nb.cells[i], i)
-            # The Chinese learner copies' cells too: every lesson has its Chinese (zh/).
-            langs = ["en", "zh"]
+            # The Chinese learner copies' cells too, for a lesson with its Chinese in zh/ (every
+            # lesson of the workbook; a planted test lesson has none).
+            langs = ["en", "zh"] if zh.path_for(path).exists() else ["en"]
             for n, (answer, check, wrong) in enumerate(sources, 1):
                 current = -n
                 for lang in langs:  # the wrong answers once: the check's code is the same
