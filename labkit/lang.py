@@ -101,10 +101,14 @@ def _verdicts() -> dict[str, tuple[str, str]]:
 def read_phrases(path: Path | None = None) -> dict[str, str]:
     """``{English phrase: Chinese}`` from ``zh/verdicts.md``'s ``<!-- phrase -->`` entries: the
     words a lesson splices into a verdict's sentence (``hint=``, ``why=``, ``where=``)."""
-    path = path or verdicts_path()
+    return _pairs(_PHRASE, path or verdicts_path())
+
+
+def _pairs(entry: re.Pattern, path: Path) -> dict[str, str]:
+    """``{English: Chinese}`` from the entries ``entry`` matches in ``path`` (none: no file)."""
     if not path.exists():
         return {}
-    return {m.group(1): m.group(2) for m in _PHRASE.finditer(path.read_text("utf-8"))}
+    return {m.group(1): m.group(2) for m in entry.finditer(path.read_text("utf-8"))}
 
 
 @functools.cache
@@ -139,10 +143,7 @@ def messages_path() -> Path:
 
 def read_messages(path: Path | None = None) -> dict[str, str]:
     """``{English template: Chinese}`` from ``zh/messages.md``'s ``<!-- say -->`` entries."""
-    path = path or messages_path()
-    if not path.exists():
-        return {}
-    return {m.group(1): m.group(2) for m in _SAY.finditer(path.read_text("utf-8"))}
+    return _pairs(_SAY, path or messages_path())
 
 
 @functools.cache
