@@ -21,7 +21,7 @@ import os
 import random
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,15 +50,15 @@ class Params:
     device: str
     seed: int
     results_dir: Path
-    scale: Mapping[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, Any] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         """Look up a size-dependent setting, e.g. ``p["n_tasks"]``."""
         try:
-            return self.scale[key]
+            return self.settings[key]
         except KeyError:
-            known = ", ".join(sorted(self.scale)) or "none"
+            known = ", ".join(sorted(self.settings)) or "none"
             raise KeyError(f"no size setting {key!r}; this notebook defines: {known}") from None
 
     @property
@@ -79,7 +79,7 @@ class Params:
         ):
             source = self.sources.get(name, "default")
             lines.append(f"{name:<11} {value}  ({said.get(source, source)})")
-        for key, value in self.scale.items():
+        for key, value in self.settings.items():
             lines.append(f"  {key} = {value}")
         return "\n".join(lines)
 
@@ -151,20 +151,25 @@ def _seed(value: Any, source: str) -> int:
     return seed
 
 
-def _scale(scale: Mapping[str, Mapping[str, Any]] | None, size: str) -> dict[str, Any]:
-    if scale is None:
+def _by_size(by_size: Mapping[str, Sequence[Any]] | None, size: str) -> dict[str, Any]:
+    """The settings at ``size`` from a table of rows ``name: (smoke, small, full)``."""
+    if by_size is None:
         return {}
-    missing = [s for s in SIZES if s not in scale]
-    extra = [s for s in scale if s not in SIZES]
-    if missing or extra:
+    if not isinstance(by_size, Mapping):
         raise ParameterError(
-            f"scale must have exactly the sizes {', '.join(SIZES)}; "
-            f"missing: {missing or 'none'}, unknown: {extra or 'none'}"
+            f"by_size must map each setting to its value at ({', '.join(SIZES)}), "
+            f"got {type(by_size).__name__}"
         )
-    keys = {s: set(scale[s]) for s in SIZES}
-    if len({frozenset(k) for k in keys.values()}) != 1:
-        raise ParameterError(f"every size in scale must set the same keys, got {keys}")
-    return dict(scale[size])
+    column = SIZES.index(size)
+    settings = {}
+    for name, row in by_size.items():
+        if not isinstance(row, (tuple, list)) or len(row) != len(SIZES):
+            raise ParameterError(
+                f"by_size[{name!r}] must give one value per SIZE ({', '.join(SIZES)}), "
+                f"got {row!r}"
+            )
+        settings[name] = row[column]
+    return settings
 
 
 def setup(
@@ -174,12 +179,16 @@ def setup(
     DEVICE: str | None = None,
     SEED: int | str | None = None,
     RESULTS_DIR: str | os.PathLike[str] | None = None,
-    scale: Mapping[str, Mapping[str, Any]] | None = None,
+    by_size: Mapping[str, Sequence[Any]] | None = None,
+    scale: Any = None,
 ) -> Params:
     """Validate a notebook's parameters, seed Python and NumPy, and return its size settings.
 
     ``notebook`` names the notebook (a kernel does not know its file name); its records go to
-    ``RESULTS_DIR/<notebook>.jsonl``. ``scale`` maps each SIZE to the notebook's settings.
+    ``RESULTS_DIR/<notebook>.jsonl``. ``by_size`` is the notebook's table of settings, one row
+    per setting with its value at each SIZE, ``{"n_rows": (50_000, 1_000_000, 4_000_000)}``;
+    ``p["n_rows"]`` reads the chosen one. ``scale`` (a dict per SIZE, before issue 42) is
+    refused with what to write instead: a learner's copy whose set-up cell they edited keeps it.
     """
     global _current
     if not isinstance(notebook, str) or not NOTEBOOK_NAME.match(notebook):
@@ -187,6 +196,12 @@ def setup(
             f"notebook name {notebook!r} must look like '00_topic' (two digits, underscore, "
             "lower-case words), matching its file notebooks/<name>.ipynb, or 'lab_topic' for "
             "a lab report bench/<name>.ipynb"
+        )
+    if scale is not None:
+        raise ParameterError(
+            "labkit.setup no longer takes scale={size: {...}}; write the same settings as "
+            "by_size={name: (smoke, small, full)}, one row per setting, as the lesson's set-up "
+            "cell does (`make lab` writes the lesson's copy beside yours)"
         )
     sources: dict[str, str] = {}
     raw_size, sources["SIZE"] = _pick("SIZE", SIZE)
@@ -200,7 +215,7 @@ def setup(
     if not str(raw_dir).strip():
         raise ParameterError("RESULTS_DIR is empty; give a folder such as runs/latest")
     results_dir = resolve_path(str(raw_dir))
-    settings = _scale(scale, size)
+    settings = _by_size(by_size, size)
     if device == "cuda":
         # Every notebook stops here, before Ray starts, when CUDA was asked for and is absent.
         # (torch is imported only for this request, so a plain run stays fast.)

@@ -327,25 +327,10 @@ SCALE_KEY = re.compile(
 )
 
 
-def _scale_keys(expr: ast.expr) -> set[str]:
-    """The keys a scale entry sets: dict displays, dict(...) calls, ** and | of those."""
-    if isinstance(expr, ast.Dict):
-        keys = set()
-        for key, value in zip(expr.keys, expr.values):
-            keys |= _scale_keys(value) if key is None else {key.value}
-        return keys
-    if isinstance(expr, ast.Call) and getattr(expr.func, "id", "") == "dict":
-        keys = set()
-        for kw in expr.keywords:
-            keys |= _scale_keys(kw.value) if kw.arg is None else {kw.arg}
-        return keys
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitOr):
-        return _scale_keys(expr.left) | _scale_keys(expr.right)
-    raise AssertionError(f"write scale entries as dict literals, not {ast.dump(expr)[:60]}")
-
-
 @pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
-def test_scale_keys_follow_the_vocabulary(path):
+def test_size_settings_are_one_table_whose_names_follow_the_vocabulary(path):
+    """Issue 42: ``labkit.setup(by_size={name: (smoke, small, full)})``, one literal row per
+    setting, so a reader compares the sizes along a line and no notebook splices dicts by hand."""
     nb = nbformat.read(path, as_version=4)
     setup = next(c.source for c in nb.cells if "labkit.setup(" in c.source)
     call = next(
@@ -353,10 +338,17 @@ def test_scale_keys_follow_the_vocabulary(path):
         for n in ast.walk(ast.parse(setup))
         if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "setup"
     )
-    scale = next(kw.value for kw in call.keywords if kw.arg == "scale")
-    keys = set().union(*(_scale_keys(v) for v in scale.values))
-    bad = sorted(k for k in keys if not SCALE_KEY.match(k))
-    assert not bad, f"{path.name}: scale keys outside STYLE.md's vocabulary: {bad}"
+    table = next((kw.value for kw in call.keywords if kw.arg == "by_size"), None)
+    assert isinstance(table, ast.Dict), f"{path.name}: labkit.setup needs by_size={{...}}"
+    rows = {}
+    for key, row in zip(table.keys, table.values):
+        assert isinstance(key, ast.Constant), f"{path.name}: a by_size key must be a literal name"
+        assert isinstance(row, ast.Tuple) and len(row.elts) == 3, (
+            f"{path.name}: by_size[{key.value!r}] must be a (smoke, small, full) tuple"
+        )
+        rows[key.value] = row
+    bad = sorted(k for k in rows if not SCALE_KEY.match(k))
+    assert not bad, f"{path.name}: size settings outside STYLE.md's vocabulary: {bad}"
 
 
 # ---------------------------------------------------------------- labkit's own surface

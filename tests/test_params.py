@@ -5,7 +5,7 @@ import pytest
 from labkit import params
 from labkit.params import ParameterError, setup
 
-SCALE = {"smoke": {"n": 1}, "small": {"n": 10}, "full": {"n": 100}}
+BY_SIZE = {"n": (1, 10, 100)}
 
 
 def test_defaults_are_what_a_learner_wants(fresh_params):
@@ -19,7 +19,7 @@ def test_environment_fills_values_left_none(fresh_params, monkeypatch):
     monkeypatch.setenv("LABKIT_SIZE", "smoke")
     monkeypatch.setenv("LABKIT_DEVICE", "CPU")
     monkeypatch.setenv("LABKIT_SEED", "7")
-    p = setup("01_remote_tasks", scale=SCALE)
+    p = setup("01_remote_tasks", by_size=BY_SIZE)
     assert (p.size, p.device, p.seed) == ("smoke", "cpu", 7)
     assert p["n"] == 1
     assert p.is_smoke
@@ -28,7 +28,7 @@ def test_environment_fills_values_left_none(fresh_params, monkeypatch):
 
 def test_notebook_value_beats_environment(fresh_params, monkeypatch):
     monkeypatch.setenv("LABKIT_SIZE", "smoke")
-    p = setup("01_remote_tasks", SIZE="full", scale=SCALE)
+    p = setup("01_remote_tasks", SIZE="full", by_size=BY_SIZE)
     assert p.size == "full" and p["n"] == 100
 
 
@@ -63,20 +63,41 @@ def test_notebook_name_must_match_its_file(fresh_params, name):
 
 
 @pytest.mark.parametrize(
-    "scale",
+    "by_size, words",
     [
-        {"smoke": {"n": 1}, "small": {"n": 2}},
-        {"smoke": {"n": 1}, "small": {"n": 2}, "full": {"n": 3}, "huge": {"n": 4}},
-        {"smoke": {"n": 1}, "small": {"m": 2}, "full": {"n": 3}},
+        ({"n": (1, 2)}, ["by_size['n']", "smoke, small, full", "(1, 2)"]),
+        ({"n": (1, 2, 3, 4)}, ["by_size['n']", "(1, 2, 3, 4)"]),
+        ({"n": 5}, ["by_size['n']", "got 5"]),
+        ({"smoke": {"n": 1}, "small": {"n": 2}, "full": {"n": 3}}, ["by_size['smoke']"]),
+        ([("n", (1, 2, 3))], ["by_size must map"]),
     ],
 )
-def test_scale_must_cover_every_size_with_the_same_keys(fresh_params, scale):
-    with pytest.raises(ParameterError):
-        setup("00_welcome_and_setup", scale=scale)
+def test_a_setting_must_give_one_value_per_size_and_the_error_names_it(
+    fresh_params, by_size, words
+):
+    """The old shape (a dict per SIZE) is refused too, naming the row that is not one."""
+    with pytest.raises(ParameterError) as err:
+        setup("00_welcome_and_setup", by_size=by_size)
+    for word in words:
+        assert word in str(err.value)
 
 
-def test_unknown_scale_key_is_a_clear_key_error(fresh_params):
-    p = setup("00_welcome_and_setup", scale=SCALE)
+def test_the_old_scale_shape_is_refused_with_what_to_write(fresh_params):
+    """A learner's copy from before issue 42, whose set-up cell they edited, still says scale=."""
+    with pytest.raises(ParameterError, match=r"by_size=\{name: \(smoke, small, full\)\}"):
+        setup("00_welcome_and_setup", scale={"smoke": {"n": 1}, "small": {"n": 2}, "full": {}})
+
+
+def test_each_size_reads_its_own_column(fresh_params):
+    table = {"n_rows": (1, 2, 3), "names": (["a"], ["a", "b"], ["a", "b", "c"])}
+    for size, n in zip(("smoke", "small", "full"), (1, 2, 3)):
+        p = setup("00_welcome_and_setup", SIZE=size, by_size=table)
+        assert p["n_rows"] == n and len(p["names"]) == n
+        assert f"  n_rows = {n}" in p.describe()
+
+
+def test_unknown_setting_is_a_clear_key_error(fresh_params):
+    p = setup("00_welcome_and_setup", by_size=BY_SIZE)
     with pytest.raises(KeyError, match="defines: n"):
         p["tasks"]
 
