@@ -301,3 +301,24 @@ def test_each_modules_caption_says_which_lessons_use_it():
         if said != caption(used):
             wrong.append(f"{name}: says {said or 'nothing'!r}, the cells: {caption(used)!r}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_notebooks_are_executed_in_one_place():
+    """Issue 42: one home per job. Only :mod:`labkit.runtime.nbexec` starts a notebook kernel
+    (``nbclient.NotebookClient``) or calls papermill; the runner, rerun, exercises, sweeps and
+    gpu-check go through it."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "runtime" / "nbexec.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = ""
+            if isinstance(node, ast.Attribute):
+                name = node.attr
+            elif isinstance(node, ast.ImportFrom):
+                name = " ".join(a.name for a in node.names) + f" {node.module}"
+            elif isinstance(node, ast.Import):
+                name = " ".join(a.name for a in node.names)
+            if any(w in name.split() for w in ("NotebookClient", "execute_notebook", "papermill")):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not found, f"notebook execution outside labkit/runtime/nbexec.py: {found}"

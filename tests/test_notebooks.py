@@ -59,7 +59,7 @@ def test_lesson(path, request):
         pytest.skip(f"{module} runs this lesson (with the same runner)")
     lang = "zh" if path.name[:2] in IN_CHINESE else "en"
     out = executed_path(path)
-    run = nbrun.run_lesson(path, out=out, timeout=nbrun.cell_timeout(), lang=lang)
+    run = nbrun.run_lesson(path, out=out, lang=lang)
     said = "; ".join(f"{', '.join(names)}: {what}" for names, _, what in run["exercises"])
     print(f"{path.stem}: ran in {run['seconds']:.0f} s; learner checks: {said}")
     assert run["exercises"], "every lesson has exercises"

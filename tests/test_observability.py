@@ -51,7 +51,7 @@ def test_lesson_10_stops_its_prometheus_and_its_ray(tmp_path, monkeypatch):
     executed = Path(os.environ.get("LABKIT_RESULTS_DIR") or tmp_path) / NOTEBOOK.name
     monkeypatch.setenv("LABKIT_SIZE", "smoke")
     monkeypatch.setenv("LABKIT_RESULTS_DIR", str(results))
-    run = nbrun.run_lesson(NOTEBOOK, out=executed, timeout=nbrun.cell_timeout())
+    run = nbrun.run_lesson(NOTEBOOK, out=executed)
     assert not run["outside_paths"], f"paths of this machine in the outputs: {run['outside_paths']}"
     deadline = time.monotonic() + 15  # the kernel's exit handlers may still be stopping Ray
     while _lesson_processes(before) and time.monotonic() < deadline:

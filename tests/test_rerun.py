@@ -38,7 +38,7 @@ def test_lesson_04_runs_twice_in_one_kernel(tmp_path, monkeypatch):
         pytest.skip("LABKIT_NB leaves lesson 04 out")
     before = _lesson_clusters()
     out = Path(os.environ.get("LABKIT_RESULTS_DIR") or tmp_path) / NOTEBOOK.name
-    run = nbrun.run_lesson(NOTEBOOK, out=out, twice=True, timeout=nbrun.cell_timeout())
+    run = nbrun.run_lesson(NOTEBOOK, out=out, twice=True)
     assert all(ok for _, ok, _ in run["exercises"])  # run_lesson raises otherwise
     assert not run["outside_paths"], f"paths of this machine in the outputs: {run['outside_paths']}"
     assert _lesson_clusters() <= before, "the second pass's teardown left a cluster running"

@@ -14,6 +14,7 @@ import pytest
 from labkit.bench import report, store, sweep
 from labkit.checks import error_line
 from labkit.measure import read_records
+from labkit.runtime import nbexec
 from labkit.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,16 +218,19 @@ def test_without_papermill_a_point_runs_through_nbclient_with_its_parameters(tmp
     out = tmp_path / "runs" / "tiny.ipynb"
     out.parent.mkdir()
     params = {"SIZE": "smoke", "RESULTS_DIR": str(tmp_path / "rec"), "N": 3, "FACTOR": 0.5}
-    sweep._execute_nbclient(TINY, out, params, 120)
+    nbexec.execute(TINY, out, parameters=params, timeout=120, using="nbclient")
     rates = [r for r in read_records(tmp_path / "rec") if r["metric"] == "tiny.rate"]
     assert [r["value"] for r in rates] == [150.0]
     executed = nbformat.read(out, as_version=4)
     assert "injected-parameters" in executed.cells[2].metadata["tags"]
-    sweep._execute_nbclient(out, out, params | {"N": 1}, 120)  # an executed copy: one injection
+    # an executed copy: one injection
+    nbexec.execute(out, out, parameters=params | {"N": 1}, timeout=120, using="nbclient")
     tags = [c.metadata.get("tags", []) for c in nbformat.read(out, as_version=4).cells]
     assert sum("injected-parameters" in t for t in tags) == 1
     with pytest.raises(Exception) as err:
-        sweep._execute_nbclient(TINY, out, params | {"FAIL": True}, 120)
+        nbexec.execute(
+            TINY, out, parameters=params | {"FAIL": True}, timeout=120, using="nbclient"
+        )
     assert error_line(err.value, 300).startswith("AssertionError: FAIL was set")
     assert nbformat.read(out, as_version=4).cells[3].outputs  # written, with the error in it
 
@@ -236,5 +240,30 @@ def test_a_point_runs_without_papermill(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "papermill", None)  # `import papermill` now fails
     out = tmp_path / "tiny.ipynb"
     params = {"SIZE": "smoke", "RESULTS_DIR": str(tmp_path / "rec"), "N": 2}
+    assert nbexec.engine() == "nbclient"
     sweep._execute(TINY, out, params, 120)
     assert [r["value"] for r in read_records(tmp_path / "rec")][0] == 200.0
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("using", nbexec.ENGINES)
+def test_a_hung_cell_is_interrupted_and_fails_in_either_engine(tmp_path, using):
+    """The one execute: papermill or nbclient, a cell past the timeout fails the run (it does
+    not go on as if it had passed), and the executed copy is written with the error in it."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Py"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("N = 1", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(60)"),
+        nbformat.v4.new_code_cell("after = True"),
+    ]
+    path, out = tmp_path / "hang.ipynb", tmp_path / "out" / "hang.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(Exception) as err:
+        nbexec.execute(path, out, parameters={"N": 2}, timeout=3, using=using)
+    said = error_line(err.value, 300)  # papermill reports the interrupted cell's own error
+    assert said.startswith(("CellTimeoutError", "KeyboardInterrupt")), said
+    cells = nbformat.read(out, as_version=4).cells
+    (injected,) = [c for c in cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert "N = 2" in injected.source
+    assert not cells[-1].get("outputs") and cells[-1].get("execution_count") is None

@@ -276,7 +276,7 @@ def test_the_chinese_lesson_01_runs_end_to_end(tmp_path, monkeypatch):
     copy = tmp_path / "notebooks" / lesson.name  # same name: the Chinese probes run too
     copy.parent.mkdir()
     nbformat.write(zh.translate(nbformat.read(lesson, as_version=4), lesson), copy)
-    run = nbrun.run_lesson(copy, out=tmp_path / "out" / lesson.name, timeout=nbrun.cell_timeout())
+    run = nbrun.run_lesson(copy, out=tmp_path / "out" / lesson.name)
     said = [what for _, ok, what in run["exercises"] if ok]
     assert len(said) == len(run["exercises"]) >= 4  # two exercises, in English and in Chinese
     executed = nbformat.read(tmp_path / "out" / lesson.name, as_version=4)

@@ -200,51 +200,10 @@ def points(sweep: Sweep) -> list[Point]:
 
 
 def _execute(notebook: Path, output: Path, parameters: dict[str, Any], timeout: int) -> None:
-    """Run one point through papermill; where papermill is not installed (a GPU box reached
-    without a package index carries only nbclient), through :func:`_execute_nbclient`."""
-    try:
-        import papermill as pm
-    except ImportError:
-        return _execute_nbclient(notebook, output, parameters, timeout)
-    pm.execute_notebook(
-        str(notebook),
-        str(output),
-        parameters=parameters,
-        cwd=str(notebook.parent),
-        progress_bar=False,
-        log_output=False,
-        execution_timeout=timeout,
-    )
-    return None
+    """Run one point (:func:`labkit.runtime.nbexec.execute`: papermill, or nbclient alone)."""
+    from labkit.runtime.nbexec import execute
 
-
-def _execute_nbclient(
-    notebook: Path, output: Path, parameters: dict[str, Any], timeout: int
-) -> None:
-    """What papermill does, with nbclient alone: a cell tagged ``injected-parameters`` after
-    the ``parameters`` cell sets each value, the notebook runs in its folder, and the executed
-    copy is written whether or not a cell failed."""
-    import nbclient
-    import nbformat
-
-    nb = nbformat.read(notebook, as_version=4)
-    nb.cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
-    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-    injected = nbformat.v4.new_code_cell(
-        "\n".join(f"{k} = {v!r}" for k, v in parameters.items()),
-        metadata={"tags": ["injected-parameters"]},
-    )
-    nb.cells.insert(at + 1, injected)
-    client = nbclient.NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(notebook.parent)}},
-    )
-    try:
-        client.execute()
-    finally:
-        nbformat.write(nb, str(output))
+    execute(notebook, output, parameters=parameters, timeout=timeout)
 
 
 Executor = Callable[[Path, Path, dict[str, Any], int], None]

@@ -101,8 +101,7 @@ def notebooks_to_run(names: list[str]) -> list[Path]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import papermill as pm
-
+    from labkit.runtime import nbexec
     from labkit.tools import zh
 
     lang = zh.language(args.lang)
@@ -126,15 +125,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 source = run_dir / ".zh-source" / nb.name
                 source.parent.mkdir(exist_ok=True)
                 nbformat.write(zh.translate(nbformat.read(nb, as_version=4), nb), source)
-            pm.execute_notebook(
-                str(source),
-                str(run_dir / nb.name),
+            nbexec.execute(
+                source,
+                run_dir / nb.name,
                 parameters=parameters,
-                cwd=str(nb.parent),
-                kernel_name=args.kernel,
-                progress_bar=False,
+                cwd=nb.parent,
+                timeout=args.cell_timeout,
+                kernel=args.kernel,
                 log_output=args.verbose,
-                execution_timeout=args.cell_timeout,
             )
         except Exception as exc:  # noqa: BLE001 - report and go on to the next notebook
             outcome["status"] = "FAILED"
@@ -508,6 +506,7 @@ def cmd_small(args: argparse.Namespace) -> int:
     """Notebooks at ``SIZE=small``, a learner's default: those named, or the day's pick."""
     import os
 
+    from labkit.runtime import nbexec
     from labkit.tools import nbrun, touched
 
     chosen = notebooks_to_run(args.notebooks) if args.notebooks else []
@@ -524,7 +523,7 @@ def cmd_small(args: argparse.Namespace) -> int:
     for path in chosen:
         start = time.monotonic()
         try:
-            with nbrun.environ({"LABKIT_SIZE": "small"}):
+            with nbexec.environ({"LABKIT_SIZE": "small"}):
                 nbrun.run_lesson(path, out=out / path.name, timeout=args.cell_timeout,
                                  exercises=not path.name.startswith("lab_"))  # fmt: skip
             status = "ok"

@@ -5,8 +5,8 @@ prove, starts a notebook only when its expected time still fits the budget, and 
 ran, what it skipped and why, every metric recorded and every plot into one folder, ready to be
 committed under ``results/<gpu-name>/``.
 
-Notebooks run through ``nbclient`` (no papermill needed, so it also works where only nbclient is
-installed); parameters travel as ``LABKIT_*`` variables, which every notebook reads.
+Notebooks run through :func:`labkit.runtime.nbexec.execute` (papermill, or nbclient where only
+nbclient is installed); parameters travel as ``LABKIT_*`` variables, which every notebook reads.
 
 Used in: no lesson or lab report.
 """
@@ -78,23 +78,17 @@ def gpu_slug() -> str:
 
 def run_notebook(path: Path, out_dir: Path, env: dict[str, str], cell_timeout: int) -> dict:
     """Execute one notebook with ``env`` set; save it executed; return status and seconds."""
-    import nbformat
-
     from labkit.checks import error_line
-    from labkit.tools.nbrun import client, environ
+    from labkit.runtime.nbexec import execute
 
-    nb = nbformat.read(path, as_version=4)
     start = time.monotonic()
     outcome: dict[str, Any] = {"notebook": path.stem, "status": "ok", "error": ""}
     try:
-        with environ(env):
-            client(nb, path, cell_timeout).execute()
+        execute(path, out_dir / path.name, env=env, timeout=cell_timeout)
     except Exception as exc:  # noqa: BLE001 - report it and go on to the next check
         outcome["status"] = "FAILED"
         outcome["error"] = error_line(exc)
     outcome["seconds"] = time.monotonic() - start
-    out_dir.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, out_dir / path.name)
     return outcome
 
 

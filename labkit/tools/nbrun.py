@@ -1,5 +1,7 @@
-"""Executing a notebook headless with nbclient: ``make test``'s lessons with their learner
-cells (:func:`run_lesson`), ``labkit rerun``, ``gpu-check`` and ``exercises --run``.
+"""Running a lesson cell by cell in one kernel: ``make test``'s lessons with their learner
+cells (:func:`run_lesson`), ``labkit rerun`` and ``exercises --run``. The kernel is
+:func:`labkit.runtime.nbexec.client`; a notebook run top to bottom is
+:func:`labkit.runtime.nbexec.execute`.
 
 Used in: no lesson or lab report.
 """
@@ -7,54 +9,11 @@ Used in: no lesson or lab report.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from labkit.checks import error_line
-
-
-@contextmanager
-def environ(env: Mapping[str, str] | None) -> Iterator[None]:
-    """Set ``env`` in ``os.environ`` (a kernel started inside inherits it), then restore it."""
-    env = dict(env or {})
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def cell_timeout() -> int:
-    """Seconds a cell may run (``LABKIT_CELL_TIMEOUT``, 600): a guard against hangs, a few times
-    a lesson's budget, not a speed test."""
-    return int(os.environ.get("LABKIT_CELL_TIMEOUT") or 600)
-
-
-def client(nb, path: str | Path, timeout: int):
-    """An ``nbclient.NotebookClient`` for ``nb``, run in the notebook's own folder."""
-    import nbclient
-
-    return nbclient.NotebookClient(
-        nb,
-        timeout=timeout,
-        # A hung cell is interrupted (so the teardown can still run) and fails as an error:
-        # without error_on_timeout, nbclient would go on to the next cell as if it had passed.
-        interrupt_on_timeout=True,
-        error_on_timeout={
-            "ename": "CellTimeoutError",
-            "evalue": f"the cell ran past {timeout} s and was interrupted",
-            "traceback": [],
-        },
-        kernel_name="python3",
-        resources={"metadata": {"path": str(Path(path).parent)}},
-    )
+from labkit.runtime.nbexec import cell_timeout, client
 
 
 class LessonFailed(AssertionError):
@@ -165,7 +124,7 @@ def _rejects(runner, nb, names: list[str], wrong: str, check: str, said: list, n
 def run_lesson(
     path: str | Path,
     out: str | Path | None = None,
-    timeout: int = 600,
+    timeout: int | None = None,
     twice: bool = False,
     exercises: bool = True,
     lang: str = "en",
@@ -177,8 +136,9 @@ def run_lesson(
     probes' cells are not kept). Raises :class:`LessonFailed` naming the cell and its error,
     or the exercises whose stub or wrong answer their check did not reject. Returns the seconds,
     each exercise's ``(names, ok, what the check said)`` and the paths of this machine the
-    outputs print (:func:`outside_paths`). With ``lang="zh"`` it runs the Chinese copy
-    (:func:`labkit.tools.zh.translate`) in a kernel with ``LABKIT_LANG=zh``."""
+    outputs print (:func:`outside_paths`). A cell may run ``timeout`` seconds
+    (:func:`labkit.runtime.nbexec.cell_timeout` when not given). With ``lang="zh"`` it runs
+    the Chinese copy (:func:`labkit.tools.zh.translate`) in a kernel with ``LABKIT_LANG=zh``."""
     import time
 
     import nbclient
@@ -195,7 +155,7 @@ def run_lesson(
     pairs = ex.exercise_pairs(nb) if exercises else []
     wrongs = ex.wrong_answers(nb) if exercises else {}
     sources = [(nb.cells[a].source, nb.cells[c].source, wrongs.get(c, [])) for a, c in pairs]
-    runner = client(nb, path, timeout)
+    runner = client(nb, path, timeout or cell_timeout())
     failed: tuple[int, BaseException] | None = None
     probes: list[tuple[list[str], bool, str]] = []
     start = time.monotonic()
@@ -281,7 +241,7 @@ def outside_paths(nb, root: Path | None = None) -> list[str]:
     return sorted(found)
 
 
-def run_until_first_error(path: str | Path, timeout: int = 600):
+def run_until_first_error(path: str | Path, timeout: int | None = None):
     """Execute a notebook until its first error; return ``(cell index, ename, evalue)``.
 
     ``(None, None, None)`` if it ran to the end. After an error it still runs the notebook's
@@ -296,7 +256,7 @@ def run_until_first_error(path: str | Path, timeout: int = 600):
     nb = nbformat.read(path, as_version=4)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     failed = None
-    runner = client(nb, path, timeout)
+    runner = client(nb, path, timeout or cell_timeout())
     with runner.setup_kernel():
         for i in code:
             try:
@@ -315,7 +275,7 @@ def run_until_first_error(path: str | Path, timeout: int = 600):
     return failed, error["ename"], error["evalue"]
 
 
-def stops_at_first_check(path: str | Path, timeout: int = 600) -> tuple[bool, str]:
+def stops_at_first_check(path: str | Path, timeout: int | None = None) -> tuple[bool, str]:
     """Run a learner copy: it must stop at its first ``check`` cell, saying what is missing."""
     import nbformat
 
