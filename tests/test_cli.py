@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -8,36 +9,36 @@ import nbformat
 import pytest
 
 from labkit.runtime import procs
-from labkit.tools import cli, doctor
+from labkit.tools import cli, cli_machine, cli_runs, doctor
 
 ROOT = Path(__file__).resolve().parents[1]
 LABKIT = [sys.executable, "-m", "labkit"]
 
 
 def test_parse_parameters_takes_a_list_for_a_knob():
-    assert cli.parse_parameters(["SIZES_MB=[64, 1024]", "TASK_MS=[0.5"]) == {
+    assert cli_runs.parse_parameters(["SIZES_MB=[64, 1024]", "TASK_MS=[0.5"]) == {
         "SIZES_MB": [64, 1024],
         "TASK_MS": "[0.5",
     }
 
 
 def test_parse_parameters():
-    assert cli.parse_parameters(["SIZE=smoke", "SEED=3", "RESULTS_DIR=a=b"]) == {
+    assert cli_runs.parse_parameters(["SIZE=smoke", "SEED=3", "RESULTS_DIR=a=b"]) == {
         "SIZE": "smoke",
         "SEED": 3,
         "RESULTS_DIR": "a=b",
     }
     with pytest.raises(SystemExit):
-        cli.parse_parameters(["SIZE"])
+        cli_runs.parse_parameters(["SIZE"])
 
 
 def test_notebooks_to_run_by_prefix_and_default():
-    every = cli.notebooks_to_run([])
+    every = cli_runs.notebooks_to_run([])
     assert every and all(p.suffix == ".ipynb" for p in every)
     assert every == sorted(every)
-    assert cli.notebooks_to_run(["00"])[0].name.startswith("00_")
+    assert cli_runs.notebooks_to_run(["00"])[0].name.startswith("00_")
     with pytest.raises(SystemExit):
-        cli.notebooks_to_run(["99"])
+        cli_runs.notebooks_to_run(["99"])
 
 
 def test_doctor_reports_what_a_helper_needs():
@@ -154,14 +155,14 @@ def test_run_in_chinese_runs_its_kernels_in_chinese(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_LANG", "en")  # --lang wins, and the test's env is put back
     monkeypatch.setattr(zh, "translate", lambda nb, path: nb)
     monkeypatch.setattr(
-        papermill, "execute_notebook", lambda *a, **k: seen.append(cli.os.environ["LABKIT_LANG"])
+        papermill, "execute_notebook", lambda *a, **k: seen.append(os.environ["LABKIT_LANG"])
     )
     good = _notebook(tmp_path / "00_good.ipynb", GOOD)
     args = argparse.Namespace(
         notebooks=[str(good)], param=[], out=str(tmp_path / "r"), kernel="python3", lang="zh",
         cell_timeout=60, verbose=False,
     )  # fmt: skip
-    cli.cmd_run(args)
+    cli_runs.cmd_run(args)
     assert seen == ["zh"]
 
 
@@ -203,7 +204,7 @@ def test_clean_removes_cache_and_old_runs_and_stops_recorded_processes(tmp_path,
 
 
 def test_lab_command_is_pinned_to_loopback_with_a_token():
-    cmd = cli.lab_command(8899, "secret", open_browser=False)
+    cmd = cli_machine.lab_command(8899, "secret", open_browser=False)
     assert "--ip=127.0.0.1" in cmd and "--IdentityProvider.token=secret" in cmd
     assert "--no-browser" in cmd and not any("0.0.0.0" in c for c in cmd)
 
@@ -229,27 +230,27 @@ def test_rerun_runs_all_but_the_teardown_then_all_again_in_one_kernel(tmp_path, 
 
 
 def test_the_rerun_rotation_reaches_every_other_lesson_in_as_many_days():
-    lessons = cli.notebooks_to_run([])
-    chosen = cli.notebooks_to_run(["07"])
+    lessons = cli_runs.notebooks_to_run([])
+    chosen = cli_runs.notebooks_to_run(["07"])
     others = [p for p in lessons if p not in chosen and p.name[:2] != "04"]
-    picked = {cli.rotation_pick(day, lessons, chosen).name[:2] for day in range(len(others))}
+    picked = {cli_runs.rotation_pick(day, lessons, chosen).name[:2] for day in range(len(others))}
     assert picked == {path.name[:2] for path in others}
     assert {"10", "11", "12"} <= picked and not {"04", "07"} & picked
-    assert cli.rotation_pick(1, lessons, lessons) is None
+    assert cli_runs.rotation_pick(1, lessons, lessons) is None
 
 
 def test_the_small_rotation_reaches_every_notebook_within_three_weeks():
-    items = cli.small_rotation()
+    items = cli_runs.small_rotation()
     assert len(items) <= 21, "more notebooks than days in three weeks: run two a day"
-    picks = {cli.small_pick(day, [])[0] for day in range(1, len(items) + 1)}
+    picks = {cli_runs.small_pick(day, [])[0] for day in range(1, len(items) + 1)}
     assert picks == set(items)
     assert any(p.name.startswith("lab_") for p in items) and any(p.name[:2] == "10" for p in items)
 
 
 def test_a_touched_lesson_goes_first_at_small():
-    lessons = cli.notebooks_to_run([])
+    lessons = cli_runs.notebooks_to_run([])
     touched = [lessons[9], lessons[10]]
-    pick, why = cli.small_pick(7, touched)
+    pick, why = cli_runs.small_pick(7, touched)
     assert pick in touched and "the submission touches 09, 10" in why
-    pick, why = cli.small_pick(7, [])
-    assert pick == cli.small_rotation()[7 % len(cli.small_rotation())] and "day 7" in why
+    pick, why = cli_runs.small_pick(7, [])
+    assert pick == cli_runs.small_rotation()[7 % len(cli_runs.small_rotation())] and "day 7" in why

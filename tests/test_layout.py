@@ -186,7 +186,8 @@ def _import_graph() -> dict[str, set[str]]:
 
 def test_the_package_has_no_import_loops():
     graph = _import_graph()
-    assert {"labkit.runtime.procs", "labkit.tools.nbrun"} <= graph["labkit.tools.cli"]
+    assert "labkit.runtime.procs" in graph["labkit.tools.cli_machine"]
+    assert "labkit.tools.nbrun" in graph["labkit.tools.cli_runs"]  # imported inside a function
     loops = []
     for start in graph:
         seen, todo = set(), list(graph[start])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from labkit.tools import nbrun, zh
-from labkit.tools.cli import notebooks_to_run
+from labkit.tools.cli_runs import notebooks_to_run
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Lessons run whole by a module of their own (with :func:`run_lesson`): skipped here when that

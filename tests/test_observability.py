@@ -18,7 +18,7 @@ import pytest
 from labkit import prom
 from labkit.params import repo_root
 from labkit.tools import nbrun
-from labkit.tools.cli import notebooks_to_run
+from labkit.tools.cli_runs import notebooks_to_run
 
 pytestmark = [pytest.mark.notebook, pytest.mark.ray, pytest.mark.network]
 

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from labkit.tools import nbrun
-from labkit.tools.cli import notebooks_to_run
+from labkit.tools.cli_runs import notebooks_to_run
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "04_scheduling_and_resources.ipynb"

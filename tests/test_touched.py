@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from labkit.tools import touched
-from labkit.tools.cli import notebooks_to_run
+from labkit.tools.cli_runs import notebooks_to_run
 
 
 def _git(repo: Path, *args: str, when: int | None = None) -> str:

@@ -5,7 +5,7 @@ and point (the swept values); its repeats give the median, min, max and spread. 
 flags only a change for the worse beyond ``max(10%, 2 x the larger coefficient of variation of
 the two runs' repeats)``, in the direction the record says is better.
 
-Used by: ``labkit bench`` and ``labkit bench compare`` (labkit/tools/cli.py).
+Used by: ``labkit bench`` and ``labkit bench compare`` (labkit/tools/cli_bench.py).
 
 Used in: no lesson or lab report.
 """

@@ -1,7 +1,7 @@
 """The results store: a machine's fingerprint, its folder name, and keeping a run worth keeping
 under ``results/<machine>/<date>-<commit>/`` (asv's layout), never over an earlier one.
 
-Used by: ``labkit bench`` and ``labkit bench keep`` (labkit/tools/cli.py).
+Used by: ``labkit bench`` and ``labkit bench keep`` (labkit/tools/cli_bench.py).
 
 Used in: no lesson or lab report.
 """

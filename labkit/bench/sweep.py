@@ -11,7 +11,7 @@ A sweep file::
         repeats: 3                   # runs of each point (default 1)
         params: {N_ROUNDS: 2}        # fixed parameters for every point (optional)
 
-Used by: ``labkit bench`` (labkit/tools/cli.py).
+Used by: ``labkit bench`` (labkit/tools/cli_bench.py).
 
 Used in: no lesson or lab report.
 """
