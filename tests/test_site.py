@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from labkit.params import repo_root
-from labkit.tools import site
+from labkit.tools import site, site_check, site_pages
 
 pytest.importorskip("myst_nb", reason="the site's tools come with `make install` (.[dev])")
 
@@ -111,7 +111,7 @@ def test_answers_are_collapsed_unless_asked_for(built):
     answers = sum("answer" in c["metadata"].get("tags", []) for c in executed()["cells"])
     assert answers >= 1
     assert page.count('<details class="admonition hide') >= answers
-    shown = site.prepare_notebook(executed(), {}, answers=True)
+    shown = site_pages.prepare_notebook(executed(), {}, answers=True)
     assert not any("hide-cell" in c["metadata"].get("tags", []) for c in shown["cells"])
 
 
@@ -172,7 +172,7 @@ def test_an_image_without_alt_text_fails_the_check(built, tmp_path):
     )
     (tmp_path / "p.png").write_bytes(b"")
     (tmp_path / "q.png").write_bytes(b"")
-    problems = site.check_html(tmp_path, ["notebooks/x"])
+    problems = site_check.check_html(tmp_path, ["notebooks/x"])
     assert sum("without alt text" in p for p in problems) == 2
     assert any("broken link: notebooks/x.html" in p for p in problems)
 
@@ -183,13 +183,13 @@ def test_a_path_outside_the_repository_is_named(tmp_path):
     readme.write_text("Pack it with `../shared/gpu/pack.sh`.\nSee [b](results/a/README.md).\n")
     inside = tmp_path / "results" / "a" / "README.md"
     inside.write_text("The run beside it: [b](../b/README.md).\n")
-    assert site.outside_paths(readme, tmp_path) == ["README.md:1: ../shared/gpu/pack.sh"]
-    assert site.outside_paths(inside, tmp_path) == []
+    assert site_check.outside_paths(readme, tmp_path) == ["README.md:1: ../shared/gpu/pack.sh"]
+    assert site_check.outside_paths(inside, tmp_path) == []
 
 
 def test_the_repositorys_readmes_point_at_nothing_outside_it():
     readmes = [ROOT / "README.md", *sorted((ROOT / "results").rglob("README.md"))]
-    assert [p for r in readmes for p in site.outside_paths(r)] == []
+    assert [p for r in readmes for p in site_check.outside_paths(r)] == []
 
 
 def test_plots_save_shows_the_chart_with_its_alt_text(fresh_params, results_dir, monkeypatch):
