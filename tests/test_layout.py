@@ -323,3 +323,36 @@ def test_notebooks_are_executed_in_one_place():
             if any(w in name.split() for w in ("NotebookClient", "execute_notebook", "papermill")):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not found, f"notebook execution outside labkit/runtime/nbexec.py: {found}"
+
+
+#: A function longer than this (its docstring apart) says why with a ``# Long: ...`` comment.
+LONGEST = 60
+
+
+def _code_lines(node: ast.FunctionDef) -> int:
+    lines = node.end_lineno - node.lineno + 1
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        lines -= first.end_lineno - first.lineno + 1
+    return lines
+
+
+def test_a_long_function_says_why_and_a_short_one_does_not():
+    """Issue 42: a function over 60 lines of code is split, or says in a ``# Long:`` comment
+    why it reads better whole; the comment goes when a split makes it short."""
+    unsaid, stale = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+            said = f"\n{' ' * (node.col_offset + 4)}# Long: " in body
+            where = f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}"
+            if _code_lines(node) > LONGEST and not said:
+                unsaid.append(f"{where} ({_code_lines(node)} lines)")
+            elif said and _code_lines(node) <= LONGEST:
+                stale.append(where)
+    assert not unsaid, f"split these, or say why with a '# Long:' comment: {unsaid}"
+    assert not stale, f"short now: drop their '# Long:' comment: {stale}"

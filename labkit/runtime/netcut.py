@@ -76,6 +76,8 @@ def drill(state: dict[str, Any], victim: int = 1, timeout: float = 180.0) -> dic
 
 
 def _drill(state: dict[str, Any], victim: int, timeout: float) -> dict[str, Any]:
+    # Long: the drill is one story told in order (place the work, cut the link, watch, judge,
+    # restore), its steps sharing live Ray objects; make test-cluster runs it as root.
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity
 

@@ -262,6 +262,8 @@ def start(
     the notebook, their subprocesses) goes to the local Ray, never to the shared cluster;
     :meth:`Session.stop` puts the old value back.
     """
+    # Long: the one entry every lesson calls: reuse a live session, join RAY_ADDRESS or start a
+    # local Ray, and say which; its branches are the module docstring's cases, read in order.
     global _current
     import ray
 
@@ -375,6 +377,8 @@ def _start_local(
     ray_kwargs: dict,
     runtime_env: dict[str, Any] | None,
 ) -> Session:
+    # Long: every setting a local session gets (CPUs, logical GPUs, the store, the dashboard,
+    # token auth, quiet logs) is built in this one place, where a reader can see them all.
     import ray
 
     from labkit.device import real_gpu_count

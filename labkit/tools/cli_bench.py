@@ -35,70 +35,89 @@ BENCH_USAGE = """
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from labkit.bench import report, store, sweep
-
-    what = args.what
-    if what == "compare":
-        if len(args.more) != 2:
-            raise SystemExit(f"labkit bench compare needs two runs (A B)\n{BENCH_USAGE}")
-        a, b = (report.load(x) for x in args.more)
-        changes = report.compare(a, b)
-        if not changes:
-            raise SystemExit("labkit bench compare: the two runs share no figure")
-        print("\n".join(report.compare_table(changes)))
-        worse = [c for c in changes if c.worse]
-        both = sum(c.a is not None and c.b is not None for c in changes)
-        print(
-            f"\n{both} figures in both runs, {len(changes) - both} in one only; "
-            f"{len(worse)} flagged worse (B against A)"
-        )
-        return 1 if worse else 0
-    if what == "keep":
-        if len(args.more) != 1:
-            raise SystemExit(f"labkit bench keep needs one run folder\n{BENCH_USAGE}")
-        run = Path(args.more[0])
-        found = [run / f for f in ("sweep.json", "summary.json") if (run / f).is_file()]
-        if not found:
-            raise SystemExit(f"labkit bench keep: {run} is not a bench or gpu-check run")
-        meta = json.loads(found[0].read_text())
-        if "started" not in meta or not (meta.get("name") or meta.get("machine")):
-            raise SystemExit(
-                f"labkit bench keep: {found[0]} does not say when and where it ran (a run "
-                "from before labkit bench): copy it by hand, with a README"
-            )
-        try:
-            target = store.keep(
-                run,
-                machine=meta.get("name") or store.machine_name(meta["machine"]),
-                day=datetime.fromisoformat(meta["started"]).date(),
-                sha=meta.get("commit") or store.commit(),
-            )
-        except FileExistsError as exc:
-            raise SystemExit(f"labkit bench keep: {exc}") from None
-        print(f"labkit bench: kept {run} as {target}")
-        return 0
+    """``labkit bench``: a sweep file, or ``compare A B``, or ``keep RUN``."""
+    if args.what == "compare":
+        return _compare(args.more)
+    if args.what == "keep":
+        return _keep(args.more)
     if args.more:
         raise SystemExit(f"labkit bench: one sweep file at a time\n{BENCH_USAGE}")
+    return _sweep(args.what, out=args.out, dry_run=args.dry_run, cell_timeout=args.cell_timeout)
+
+
+def _compare(runs: list[str]) -> int:
+    """B against A, figure by figure: 1 when one is flagged worse."""
+    from labkit.bench import report
+
+    if len(runs) != 2:
+        raise SystemExit(f"labkit bench compare needs two runs (A B)\n{BENCH_USAGE}")
+    a, b = (report.load(x) for x in runs)
+    changes = report.compare(a, b)
+    if not changes:
+        raise SystemExit("labkit bench compare: the two runs share no figure")
+    print("\n".join(report.compare_table(changes)))
+    worse = [c for c in changes if c.worse]
+    both = sum(c.a is not None and c.b is not None for c in changes)
+    print(
+        f"\n{both} figures in both runs, {len(changes) - both} in one only; "
+        f"{len(worse)} flagged worse (B against A)"
+    )
+    return 1 if worse else 0
+
+
+def _keep(runs: list[str]) -> int:
+    """A bench or gpu-check run kept under ``results/<machine>/<date>-<commit>/``."""
+    from labkit.bench import store
+
+    if len(runs) != 1:
+        raise SystemExit(f"labkit bench keep needs one run folder\n{BENCH_USAGE}")
+    run = Path(runs[0])
+    found = [run / f for f in ("sweep.json", "summary.json") if (run / f).is_file()]
+    if not found:
+        raise SystemExit(f"labkit bench keep: {run} is not a bench or gpu-check run")
+    meta = json.loads(found[0].read_text())
+    if "started" not in meta or not (meta.get("name") or meta.get("machine")):
+        raise SystemExit(
+            f"labkit bench keep: {found[0]} does not say when and where it ran (a run "
+            "from before labkit bench): copy it by hand, with a README"
+        )
     try:
-        spec = sweep.load(what)
+        target = store.keep(
+            run,
+            machine=meta.get("name") or store.machine_name(meta["machine"]),
+            day=datetime.fromisoformat(meta["started"]).date(),
+            sha=meta.get("commit") or store.commit(),
+        )
+    except FileExistsError as exc:
+        raise SystemExit(f"labkit bench keep: {exc}") from None
+    print(f"labkit bench: kept {run} as {target}")
+    return 0
+
+
+def _sweep(path: str, *, out: str | None, dry_run: bool, cell_timeout: int) -> int:
+    """Run a sweep file's points, then write its report: 1 when a run failed."""
+    from labkit.bench import report, store, sweep
+
+    try:
+        spec = sweep.load(path)
     except sweep.SweepError as exc:
         raise SystemExit(f"labkit bench: {exc}") from None
     todo = sweep.points(spec)
     for entry in spec.entries:
         print(f"labkit bench: {entry.name}: grid {entry.grid or '{}'} x {entry.repeats} repeat(s)")
     print(f"labkit bench: {len(todo)} runs at SIZE={spec.run_size}")
-    if args.dry_run:
+    if dry_run:
         return 0
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     name = f"bench-{store.machine_name()}-{stamp}"
-    out = Path(args.out).resolve() if args.out else params.repo_root() / "runs" / name
+    folder = Path(out).resolve() if out else params.repo_root() / "runs" / name
     try:
-        outcome = sweep.run(spec, out, cell_timeout=args.cell_timeout)
+        outcome = sweep.run(spec, folder, cell_timeout=cell_timeout)
     except sweep.SweepError as exc:
         raise SystemExit(f"labkit bench: {exc}") from None
-    path = report.write_report(out)
+    written = report.write_report(folder)
     print(f"labkit bench: {outcome['records']} records, {len(outcome['failed'])} failed runs")
-    print(f"labkit bench: {path}")
+    print(f"labkit bench: {written}")
     return 1 if outcome["failed"] else 0
 
 

@@ -152,6 +152,8 @@ def leftovers(state: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Long: make test-cluster read top to bottom: its arguments, the cluster up, each lesson,
+    # the drill, and the cluster down (in finally) with what it left.
     ap = argparse.ArgumentParser(prog="python -m labkit.tools.clustercheck", description=__doc__)
     plan = on_a_cluster()
     ap.add_argument(

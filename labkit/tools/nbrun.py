@@ -189,6 +189,14 @@ def run_lesson(
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, str(out))
+    _raise_what_failed(path, nb, failed, probes)
+    return {"seconds": seconds, "exercises": probes, "outside_paths": outside_paths(nb)}
+
+
+def _raise_what_failed(path: Path, nb, failed: tuple | None, probes: list) -> None:
+    """:class:`LessonFailed` for :func:`run_lesson`: the cell that failed (``(index, error)``, a
+    negative index for an exercise's learner cells) with its first lines, else the exercises
+    whose check did not reject the stub or a wrong answer."""
     if failed is not None:
         index, exc = failed
         where = f"cell {index}" if index >= 0 else f"exercise {-index}'s learner cells"
@@ -201,7 +209,6 @@ def run_lesson(
             "answer is missing) or its wrong answer (saying what it expected):\n  "
             + "\n  ".join(bad)
         )
-    return {"seconds": seconds, "exercises": probes, "outside_paths": outside_paths(nb)}
 
 
 #: Places every machine has, which an output may name: not a person's or a build's.

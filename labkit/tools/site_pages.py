@@ -176,29 +176,8 @@ def prepare_notebook(
             tags.append("hide-cell")  # MyST-NB: code and outputs behind a toggle
         if "wrong" in tags:
             tags.append("remove-cell")  # a test's wrong answer: not for the page
-        if cell["cell_type"] != "code":
-            continue
-        kept = []
-        for out in cell.get("outputs", []):
-            data = out.get("data")
-            if data and WIDGET_MIME in data:
-                data.pop(WIDGET_MIME)
-                if not data:
-                    continue
-            kept.append(out)
-        cell["outputs"] = kept
-        images = [
-            ((out.get("metadata") or {}).get(mime) or {}).get("alt")
-            for out in kept
-            for mime in out.get("data", {})
-            if mime.startswith("image/")
-        ]
-        alts = [a for a in images if a]
-        # MyST-NB reads alt text from the cell's metadata only: set it when every image in the
-        # cell has its own, so that an image without one still fails the check.
-        if alts and len(alts) == len(images):
-            image = cell["metadata"].setdefault("mystnb", {}).setdefault("image", {})
-            image["alt"] = "; ".join(dict.fromkeys(alts))
+        if cell["cell_type"] == "code":
+            _outputs_for_the_page(cell)
     at = next((i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"), None)
     text = banner(facts, lang=lang)
     if untranslated:
@@ -216,6 +195,31 @@ def prepare_notebook(
     for i, cell in enumerate(nb["cells"]):
         cell["id"] = cell.get("id") or f"site-{i}"
     return nb
+
+
+def _outputs_for_the_page(cell: dict) -> None:
+    """A code cell's outputs without widget state, and its images' alt text where MyST-NB reads
+    it: the cell's metadata, set only when every image in the cell has its own (so that an image
+    without one still fails the check)."""
+    kept = []
+    for out in cell.get("outputs", []):
+        data = out.get("data")
+        if data and WIDGET_MIME in data:
+            data.pop(WIDGET_MIME)
+            if not data:
+                continue
+        kept.append(out)
+    cell["outputs"] = kept
+    images = [
+        ((out.get("metadata") or {}).get(mime) or {}).get("alt")
+        for out in kept
+        for mime in out.get("data", {})
+        if mime.startswith("image/")
+    ]
+    alts = [a for a in images if a]
+    if alts and len(alts) == len(images):
+        image = cell["metadata"].setdefault("mystnb", {}).setdefault("image", {})
+        image["alt"] = "; ".join(dict.fromkeys(alts))
 
 
 _ROW = re.compile(r"^\| (\d\d) \| \[`([^`]+)`\]\(([^)]+)\) \| (.*) \| ([^|]*) \|$")
@@ -299,6 +303,32 @@ def index_page_zh(pages: list[Page], results: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _lesson_rows(readme: list[str], ran: dict[str, Page], missing: list[str]) -> list[str]:
+    """The index's lesson rows: the README's curriculum table, with the learner's time and this
+    run's."""
+    root, rows = repo_root(), []
+    for line in readme:
+        if m := _ROW.match(line):
+            num, file, link, learn, _smoke = m.groups()
+            stem = Path(file).stem
+            title = f"[{_title(root / link)}]({link})" + " (not in this run)" * (stem in missing)
+            learner = _learner_time(root / "notebooks" / file)
+            rows.append(f"| {num} | {title} | {learn} | {learner} | {_took(ran.get(stem))} |")
+    return rows
+
+
+def _lab_rows(readme: list[str], ran: dict[str, Page], missing: list[str]) -> list[str]:
+    """The index's lab report rows: the README's table, with this run's time."""
+    rows = []
+    for line in readme:
+        if m := _LAB_ROW.match(line):
+            stem, link, rest = m.groups()
+            cols = rest.split(" | ")[:3]
+            title = f"[{stem}]({link})" + " (not in this run)" * (stem in missing)
+            rows.append(f"| {title} | {' | '.join(cols)} | {_took(ran.get(stem))} |")
+    return rows
+
+
 def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str:
     """The index: the README's curriculum and lab report tables, each with this run's time."""
     root = repo_root()
@@ -324,15 +354,7 @@ def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str
         "| # | lesson | what you learn | time to work through | this run |",
         "|---|---|---|---|---|",
     ]
-    for line in readme:
-        if m := _ROW.match(line):
-            num, file, link, learn, _smoke = m.groups()
-            stem = Path(file).stem
-            page = ran.get(stem)
-            title = f"[{_title(root / link)}]({link})" + " (not in this run)" * (stem in missing)
-            took = _took(page)
-            learner = _learner_time(root / "notebooks" / file)
-            lines.append(f"| {num} | {title} | {learn} | {learner} | {took} |")
+    lines += _lesson_rows(readme, ran, missing)
     lines += [
         "",
         "## Lab reports",
@@ -342,14 +364,7 @@ def index_page(pages: list[Page], missing: list[str], results: list[str]) -> str
         "| report | from lesson | what it measures | knobs | this run |",
         "|---|---|---|---|---|",
     ]
-    for line in readme:
-        if m := _LAB_ROW.match(line):
-            stem, link, rest = m.groups()
-            cols = rest.split(" | ")[:3]
-            page = ran.get(stem)
-            title = f"[{stem}]({link})" + " (not in this run)" * (stem in missing)
-            took = _took(page)
-            lines.append(f"| {title} | {' | '.join(cols)} | {took} |")
+    lines += _lab_rows(readme, ran, missing)
     lines += ["", "## The blogs, checked", ""]
     lines.append(
         "[The ledger](ledger.md): every snippet and claim of the two posts the kit grew from, "

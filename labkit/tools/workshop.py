@@ -67,22 +67,9 @@ def up(
     address, saying why in ``state["fallback"]``; ``True`` requires namespaces, ``False`` refuses
     them. Each node gets its own temp dir and explicit CPUs, memory and object store.
     """
-    if state_path().is_file():
-        if status()["alive"]:
-            raise RuntimeError(
-                f"a kit cluster is already up ({state_path()}); run `labkit cluster down`"
-            )
-        down()  # what a killed run left: its processes, namespaces and links
-    netns.remove_stale()
-    why = netns.unavailable() if namespaced is not False else "asked for one address"
-    if namespaced and why:
-        raise RuntimeError(f"namespaced nodes are not possible here: {why}")
-    stores, shm = (1 + workers) * object_store_mb, shm_free_mb()
-    if shm is not None and stores > 0.8 * shm:
-        raise RuntimeError(
-            f"{1 + workers} object stores of {object_store_mb} MiB need {stores} MiB of /dev/shm; "
-            f"{shm} MiB are free (pass a smaller object_store_mb)"
-        )
+    # Long: one ordered start (the state saved first, the namespaces, the head, each worker)
+    # inside the one try whose except tears all of it down; split, each piece would need its own.
+    why = _make_room(workers, object_store_mb, namespaced)
     from labkit.runtime.rayprivate import get
 
     get_node_ip_address = get("get_node_ip_address")
@@ -105,12 +92,7 @@ def up(
     _save(state)
     try:
         if not why:
-
-            def record(net: dict[str, Any]) -> None:  # each step saved: `down` undoes a partial one
-                state["net"] = net
-                _save(state)
-
-            state["net"] = netns.create(tag, workers, record=record, owner=str(state_path()))
+            state["net"] = _make_net(state, tag, workers)
         head_ip = state["net"]["head_ip"] if state["net"] else get_node_ip_address()
         start_head(
             f"{temp_dir}/head",
@@ -125,18 +107,18 @@ def up(
         state["node_ips"] = [head_ip]
         _save(state)
         for i in range(workers):
-            node_ip = state["net"]["nodes"][i]["ip"] if state["net"] else head_ip
+            node = state["net"]["nodes"][i] if state["net"] else {"ip": head_ip, "ns": None}
             args = [
                 "start",
                 f"--address={state['address']}",
-                f"--node-ip-address={node_ip}",
+                f"--node-ip-address={node['ip']}",
                 f"--num-cpus={cpus_per_worker}",
                 f"--num-gpus={gpus_per_worker:g}",
                 f"--memory={memory_mb * 2**20}",
                 *node_args(f"{temp_dir}/w{i}", object_store_mb),
             ]
-            run_ray(args, env, ns=state["net"]["nodes"][i]["ns"] if state["net"] else None)
-            state["node_ips"].append(node_ip)
+            run_ray(args, env, ns=node["ns"])
+            state["node_ips"].append(node["ip"])
     except Exception:
         down()
         raise
@@ -144,6 +126,40 @@ def up(
     state["pids"] = [{"pid": p.pid, "create_time": p.create_time()} for p in _processes(state)]
     _save(state)
     return state
+
+
+def _make_net(state: dict[str, Any], tag: str, workers: int) -> dict[str, Any]:
+    """The worker nodes' namespaces, each step saved in ``state`` as it is made, so that
+    ``down`` undoes a partial one."""
+
+    def record(net: dict[str, Any]) -> None:
+        state["net"] = net
+        _save(state)
+
+    return netns.create(tag, workers, record=record, owner=str(state_path()))
+
+
+def _make_room(workers: int, object_store_mb: int, namespaced: bool | None) -> str | None:
+    """Before :func:`up`: refuse a second live cluster, clean what a killed run left, and check
+    that namespaces (when required) and ``/dev/shm`` allow this one. Returns why the nodes
+    share one address (None where each worker node gets a namespace)."""
+    if state_path().is_file():
+        if status()["alive"]:
+            raise RuntimeError(
+                f"a kit cluster is already up ({state_path()}); run `labkit cluster down`"
+            )
+        down()  # what a killed run left: its processes, namespaces and links
+    netns.remove_stale()
+    why = netns.unavailable() if namespaced is not False else "asked for one address"
+    if namespaced and why:
+        raise RuntimeError(f"namespaced nodes are not possible here: {why}")
+    stores, shm = (1 + workers) * object_store_mb, shm_free_mb()
+    if shm is not None and stores > 0.8 * shm:
+        raise RuntimeError(
+            f"{1 + workers} object stores of {object_store_mb} MiB need {stores} MiB of /dev/shm; "
+            f"{shm} MiB are free (pass a smaller object_store_mb)"
+        )
+    return why
 
 
 def _processes(state: dict[str, Any]) -> list[psutil.Process]:

@@ -249,13 +249,7 @@ def said_literals(
         tree = ast.parse("\n".join(lines))
     except SyntaxError:
         return []
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
-
-    def offset(row: int, col: int) -> int:  # ast's columns count UTF-8 bytes
-        return starts[row - 1] + len(lines[row - 1].encode()[:col].decode())
-
+    offset = _offsets(lines)
     found = []
     named: list[ast.Name] = []  # names said whole, or spliced into a said f-string
 
@@ -273,11 +267,8 @@ def said_literals(
         ):
             start = offset(node.lineno, node.col_offset)
             end = offset(node.end_lineno, node.end_col_offset)
-            text = source[start:end]
-            body = re.sub(r"\{[^{}]*\}", " ", text)
-            label = _LABEL.fullmatch(body)
-            if _WORDS.search(body) or (label and label.group(2) not in _UNITS):
-                found.append((start, end, text))
+            if _worded(source[start:end]):
+                found.append((start, end, source[start:end]))
             if isinstance(node, ast.JoinedStr):
                 named.extend(
                     v.value
@@ -286,35 +277,10 @@ def said_literals(
                 )
 
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func, args = node.func, node.args
-        name = getattr(func, "id", None) or getattr(func, "attr", "")
-        method = isinstance(func, ast.Attribute)
-        if name == "print":
-            for arg in args:
-                add(arg)
-        elif method and name == "check" and len(args) == 2:
-            add(args[1])
-        elif method and name == "note" and len(args) == 1:
-            add(args[0])
-        elif name == "decide":
-            for kw in node.keywords:
-                if kw.arg in _DECIDE_SIDES:
-                    add(kw.value)
-        elif name == "expected_errors" and args:
-            add(args[0])
+        for arg in _said_args(node) if isinstance(node, ast.Call) else ():
+            add(arg)
     # words a cell names first and then says, or splices into a line it says
-    loads: dict[str, int] = {}
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            loads[n.id] = loads.get(n.id, 0) + 1
-    # only a name read nowhere else: words that also label a plot or a record stay English
-    names = {
-        name
-        for name in {v.id for v in named}
-        if loads[name] == sum(v.id == name for v in named) and name not in elsewhere
-    }
+    names = _said_alone(tree, named, elsewhere)
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Assign)
@@ -323,6 +289,65 @@ def said_literals(
         ):
             add(node.value)
     return sorted(set(found))
+
+
+def _offsets(lines: list[str]):
+    """``offset(row, col)``: ast's position (1-based row, column in UTF-8 bytes) as a character
+    offset into the lines joined by newlines."""
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+
+    def offset(row: int, col: int) -> int:
+        return starts[row - 1] + len(lines[row - 1].encode()[:col].decode())
+
+    return offset
+
+
+def _worded(literal: str) -> bool:
+    """A literal a learner reads: two English words outside its ``{fields}``, or a one-word
+    label that is not a unit (``"device:"``, not ``"ms"``)."""
+    body = re.sub(r"\{[^{}]*\}", " ", literal)
+    label = _LABEL.fullmatch(body)
+    return bool(_WORDS.search(body) or (label and label.group(2) not in _UNITS))
+
+
+def _said_args(call) -> list:
+    """The arguments of ``call`` the kit prints: all of ``print``'s, ``e.check``'s evidence,
+    ``e.note``'s text, ``decide``'s sentence templates, ``expected_errors``'s ``what``."""
+    import ast
+
+    func, args = call.func, call.args
+    name = getattr(func, "id", None) or getattr(func, "attr", "")
+    method = isinstance(func, ast.Attribute)
+    if name == "print":
+        return list(args)
+    if method and name == "check" and len(args) == 2:
+        return [args[1]]
+    if method and name == "note" and len(args) == 1:
+        return [args[0]]
+    if name == "decide":
+        return [kw.value for kw in call.keywords if kw.arg in _DECIDE_SIDES]
+    if name == "expected_errors" and args:
+        return [args[0]]
+    return []
+
+
+def _said_alone(tree, named: list, elsewhere: frozenset[str]) -> set[str]:
+    """The names in ``named`` (said whole, or spliced into a said f-string) that the cell reads
+    nowhere else and no other cell reads (``elsewhere``): their assigned words are said. A name
+    also read elsewhere may label a plot or a record, so its words stay English."""
+    import ast
+
+    loads: dict[str, int] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads[n.id] = loads.get(n.id, 0) + 1
+    return {
+        name
+        for name in {v.id for v in named}
+        if loads[name] == sum(v.id == name for v in named) and name not in elsewhere
+    }
 
 
 def fields(text: str) -> list[str]:
