@@ -56,7 +56,7 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
 
 
 #: What lesson 07 writes in a cell and hands to :func:`measure_config`:
-#: ``make_step(model, optimizer, loss_fn, device, dtype)`` returns ``step(x, y) -> loss``.
+#: ``make_step(model, optimizer, loss_fn, *, device, dtype)`` returns ``step(x, y) -> loss``.
 MakeStep = Callable[
     [nn.Module, torch.optim.Optimizer, Callable, torch.device, "torch.dtype | None"],
     Callable[[torch.Tensor, torch.Tensor], float],
@@ -67,6 +67,7 @@ def make_step(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     loss_fn: Callable,
+    *,
     device: torch.device,
     dtype: torch.dtype | None,
 ) -> Callable[[torch.Tensor, torch.Tensor], float]:
@@ -116,7 +117,9 @@ def workload(
     toks = torch.from_numpy(
         data.tokens(gpt["batch_size"], seq_len=gpt["seq_len"] + 1, vocab=gpt["vocab"], seed=seed)
     )
-    net = models.GPT(gpt["vocab"], gpt["d_model"], gpt["heads"], gpt["layers"], gpt["seq_len"])
+    net = models.GPT(
+        gpt["vocab"], gpt["d_model"], gpt["heads"], layers=gpt["layers"], seq_len=gpt["seq_len"]
+    )
     return net, lm_loss, toks[:, :-1], toks[:, 1:]
 
 
@@ -148,6 +151,7 @@ def _is_weight_copy(t: torch.Tensor, param_ids: set[int]) -> bool:
 def saved_tensor_bytes(
     model: nn.Module,
     loss_fn: Callable,
+    *,
     x: torch.Tensor,
     y: torch.Tensor,
     device: torch.device,
@@ -195,6 +199,7 @@ def measure_steps(
     step: Callable,
     batches: list[tuple[torch.Tensor, torch.Tensor]],
     device: torch.device,
+    *,
     warmup: int = 2,
 ) -> float:
     """Seconds per step (median over the batches after ``warmup`` steps), synchronising CUDA."""
@@ -214,7 +219,9 @@ def measure_steps(
     return times[len(times) // 2]
 
 
-def flops_per_step(model: nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor) -> float:
+def flops_per_step(
+    model: nn.Module, loss_fn: Callable, *, x: torch.Tensor, y: torch.Tensor
+) -> float:
     """FLOPs of one forward + backward, counted by ``torch.utils.flop_counter``."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -292,16 +299,16 @@ def measure_config(
         net, loss_fn, xb, yb = build()
         net, xb, yb = net.to(device), xb.to(device), yb.to(device)
         optimizer = torch.optim.Adam(net.parameters(), lr=1e-4, fused=cuda or None)
-        step = make_step(net, optimizer, loss_fn, device, dtype)
+        step = make_step(net, optimizer, loss_fn, device=device, dtype=dtype)
         sec = measure_steps(step, [(xb, yb)] * (steps + warmup), device, warmup=warmup)
         # This configuration's own peak: anything still allocated before it does not count.
         peak = torch.cuda.max_memory_allocated(device) - before if cuda else None
-        saved = saved_tensor_bytes(net, loss_fn, xb, yb, device, dtype)
+        saved = saved_tensor_bytes(net, loss_fn, x=xb, y=yb, device=device, dtype=dtype)
         state = state_bytes(net, optimizer)
         flops = None
         if count_flops:
             with _autocast(device, dtype):
-                flops = flops_per_step(net, loss_fn, xb, yb)
+                flops = flops_per_step(net, loss_fn, x=xb, y=yb)
         peak_flops_ = peak_flops(device)
         tokens = xb.numel() if not xb.is_floating_point() else None
         out = {
@@ -328,7 +335,7 @@ def measure_config(
             torch.cuda.empty_cache()
 
 
-def attention_flops(batch: int, seq_len: int, d_model: int, layers: int) -> float:
+def attention_flops(batch: int, seq_len: int, d_model: int, *, layers: int) -> float:
     """FLOPs of attention's two matmuls (QK^T and AV), forward and backward, without a mask.
 
     ``torch.utils.flop_counter`` counts CUDA's fused ``scaled_dot_product_attention`` kernels

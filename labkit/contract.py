@@ -19,7 +19,7 @@ class ParameterError(ValueError):
     """A notebook parameter has a value the kit cannot use; the message names the valid ones."""
 
 
-def choice(name: str, value: Any, valid: tuple[str, ...], source: str = "the call") -> str:
+def choice(name: str, value: Any, valid: tuple[str, ...], *, source: str = "the call") -> str:
     """``value`` as one of ``valid`` (case-insensitive), or a ParameterError naming the valid ones.
 
     The one validator of SIZE and DEVICE, for :func:`labkit.setup` and

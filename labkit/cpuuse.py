@@ -215,6 +215,7 @@ def wait_quiet(
     kinds: tuple[str, ...] = ("Ray workers",),
     below: float = 0.03,
     window_s: float = 0.5,
+    *,
     timeout_s: float = 20.0,
 ) -> tuple[float, float]:
     """Wait until the processes of ``kinds`` together use less than ``below`` of the machine's

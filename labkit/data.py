@@ -34,7 +34,7 @@ def _check(n: int, name: str = "n") -> None:
 
 
 def classification(
-    n: int, n_features: int = 32, n_classes: int = 4, seed: int = 0, separation: float = 0.35
+    n: int, n_features: int = 32, n_classes: int = 4, *, seed: int = 0, separation: float = 0.35
 ) -> tuple[np.ndarray, np.ndarray]:
     """Gaussian clusters, one per class: features float32 (n, n_features), labels int64 (n,).
 
@@ -53,7 +53,7 @@ def classification(
 
 
 def images(
-    n: int, size: int = 32, channels: int = 3, n_classes: int = 10, seed: int = 0
+    n: int, size: int = 32, channels: int = 3, *, n_classes: int = 10, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Synthetic images (n, channels, size, size) float32 whose class sets a stripe pattern."""
     _check(n)
@@ -73,7 +73,7 @@ def images(
     return x.astype(np.float32), y.astype(np.int64)
 
 
-def tokens(n_seqs: int, seq_len: int = 64, vocab: int = 256, seed: int = 0) -> np.ndarray:
+def tokens(n_seqs: int, seq_len: int = 64, vocab: int = 256, *, seed: int = 0) -> np.ndarray:
     """Token sequences (n_seqs, seq_len) int64 from a seeded sparse Markov chain (learnable)."""
     _check(n_seqs, "n_seqs")
     _check(seq_len, "seq_len")
@@ -172,12 +172,12 @@ def write_shards(
 
 
 def classification_shards(
-    n: int, n_files: int = 8, n_features: int = 32, n_classes: int = 4, seed: int = 0
+    n: int, n_files: int = 8, n_features: int = 32, *, n_classes: int = 4, seed: int = 0
 ) -> Path:
     """A folder of ``n_files`` parquet shards of the classification set, cached under data/."""
     _check(n)
     folder = data_dir() / f"classification-n{n}-f{n_features}-c{n_classes}-s{seed}-{n_files}files"
     if not (folder / f"part-{n_files - 1:05d}.parquet").is_file():
-        x, y = classification(n, n_features, n_classes, seed)
+        x, y = classification(n, n_features, n_classes, seed=seed)
         write_shards({"x": x, "y": y}, folder, n_files)
     return folder

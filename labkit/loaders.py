@@ -26,7 +26,9 @@ from labkit.data import column_to_numpy
 class ParquetBatches(IterableDataset):
     """``(x, y)`` tensor batches read from parquet shards; DataLoader workers split the files."""
 
-    def __init__(self, folder: str | os.PathLike[str], batch_size: int, x: str = "x", y: str = "y"):
+    def __init__(
+        self, folder: str | os.PathLike[str], batch_size: int, *, x: str = "x", y: str = "y"
+    ):
         self.files = sorted(str(f) for f in Path(folder).glob("*.parquet"))
         if not self.files:
             raise FileNotFoundError(f"no parquet files in {folder}")
@@ -68,6 +70,7 @@ class SliceBatches(IterableDataset):
         x: torch.Tensor,
         y: torch.Tensor,
         batch_size: int,
+        *,
         shuffle: bool = False,
         seed: int = 0,
     ):
@@ -92,8 +95,8 @@ class SliceBatches(IterableDataset):
 
 
 def tensor_loader(
-    x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool = False, seed: int = 0
+    x: np.ndarray, y: np.ndarray, batch_size: int, *, shuffle: bool = False, seed: int = 0
 ) -> DataLoader:
     """In-memory batches by whole slices: the fast way to feed a model from tensors in RAM."""
     xt, yt = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
-    return DataLoader(SliceBatches(xt, yt, batch_size, shuffle, seed), batch_size=None)
+    return DataLoader(SliceBatches(xt, yt, batch_size, shuffle=shuffle, seed=seed), batch_size=None)

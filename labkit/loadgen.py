@@ -208,7 +208,7 @@ def start(
     else:
         _bounded("rate_per_s", rate_per_s, 10_000)
     plan = _Plan(url, int(n_requests), float(duration_s), concurrency, rate_per_s, payload)
-    return LoadRun(lambda run: asyncio.run(_run(plan, run, timeout_s, headers or {})))
+    return LoadRun(lambda run: asyncio.run(_run(plan, run, timeout_s, headers=headers or {})))
 
 
 def run(url: str, **kwargs: Any) -> LoadResult:
@@ -225,7 +225,9 @@ def _body(payload: Payload | Callable[[int], Payload], i: int) -> tuple[str, dic
     return "POST", {"json": value}
 
 
-async def _one(session, url: str, i: int, payload, t0: float, due: float | None = None) -> Request:
+async def _one(
+    session, url: str, i: int, *, payload, t0: float, due: float | None = None
+) -> Request:
     """Send request ``i``; its latency counts from ``due`` (its slot in an open loop's schedule,
     so waiting for a free connection counts too) or else from when it is sent."""
     import aiohttp
@@ -263,7 +265,9 @@ class _Plan:
     payload: Payload | Callable[[int], Payload]
 
 
-async def _run(plan: _Plan, run: LoadRun, timeout_s: float, headers: dict[str, str]) -> LoadResult:
+async def _run(
+    plan: _Plan, run: LoadRun, timeout_s: float, *, headers: dict[str, str]
+) -> LoadResult:
     import aiohttp
 
     t0, records, url, payload = run.started, run.records, plan.url, plan.payload
@@ -289,7 +293,7 @@ async def _run(plan: _Plan, run: LoadRun, timeout_s: float, headers: dict[str, s
                 while more():
                     i = issued
                     issued += 1
-                    records.append(await _one(session, url, i, payload, t0))
+                    records.append(await _one(session, url, i, payload=payload, t0=t0))
 
             await asyncio.gather(*(client() for _ in range(plan.concurrency)))
             mode = "closed"
@@ -299,7 +303,7 @@ async def _run(plan: _Plan, run: LoadRun, timeout_s: float, headers: dict[str, s
 
             async def sent(i: int, due: float) -> None:
                 async with gate:
-                    records.append(await _one(session, url, i, payload, t0, due))
+                    records.append(await _one(session, url, i, payload=payload, t0=t0, due=due))
 
             interval = 1.0 / plan.rate_per_s
             while more():

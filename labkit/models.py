@@ -13,7 +13,7 @@ class MLP(nn.Module):
     """A plain multi-layer perceptron for tabular features (e.g. digits' 64 pixels)."""
 
     def __init__(
-        self, in_features: int = 64, hidden: int = 128, n_classes: int = 10, depth: int = 2
+        self, in_features: int = 64, hidden: int = 128, n_classes: int = 10, *, depth: int = 2
     ):
         super().__init__()
         if depth < 1:
@@ -84,7 +84,7 @@ class _Block(nn.Module):
 class ResNetSmall(nn.Module):
     """A ResNet-style CNN (3 stages of residual blocks) for 32x32 images; width sets its size."""
 
-    def __init__(self, channels: int = 3, n_classes: int = 10, width: int = 64, blocks: int = 2):
+    def __init__(self, channels: int = 3, n_classes: int = 10, width: int = 64, *, blocks: int = 2):
         super().__init__()
         self.stem = nn.Sequential(
             nn.Conv2d(channels, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()
@@ -135,6 +135,7 @@ class GPT(nn.Module):
         vocab: int = 256,
         d_model: int = 128,
         heads: int = 4,
+        *,
         layers: int = 2,
         seq_len: int = 64,
     ):

@@ -165,8 +165,7 @@ def _by_size(by_size: Mapping[str, Sequence[Any]] | None, size: str) -> dict[str
     for name, row in by_size.items():
         if not isinstance(row, (tuple, list)) or len(row) != len(SIZES):
             raise ParameterError(
-                f"by_size[{name!r}] must give one value per SIZE ({', '.join(SIZES)}), "
-                f"got {row!r}"
+                f"by_size[{name!r}] must give one value per SIZE ({', '.join(SIZES)}), got {row!r}"
             )
         settings[name] = row[column]
     return settings
@@ -209,8 +208,8 @@ def setup(
     raw_seed, sources["SEED"] = _pick("SEED", SEED)
     raw_dir, sources["RESULTS_DIR"] = _pick("RESULTS_DIR", RESULTS_DIR)
 
-    size = choice("SIZE", raw_size, SIZES, sources["SIZE"])
-    device = choice("DEVICE", raw_device, DEVICES, sources["DEVICE"])
+    size = choice("SIZE", raw_size, SIZES, source=sources["SIZE"])
+    device = choice("DEVICE", raw_device, DEVICES, source=sources["DEVICE"])
     seed = _seed(raw_seed, sources["SEED"])
     if not str(raw_dir).strip():
         raise ParameterError("RESULTS_DIR is empty; give a folder such as runs/latest")

@@ -87,6 +87,7 @@ def time_cutoff(ts: np.ndarray, valid_fraction: float) -> int:
 def held_out(
     train_users: np.ndarray,
     train_items: np.ndarray,
+    *,
     valid_users: np.ndarray,
     valid_items: np.ndarray,
 ) -> dict[int, np.ndarray]:
@@ -114,7 +115,7 @@ def seen_items(users: np.ndarray, items: np.ndarray) -> dict[int, np.ndarray]:
 
 
 def top_k(
-    scores: np.ndarray, users: Sequence[int], seen: dict[int, np.ndarray], k: int
+    scores: np.ndarray, users: Sequence[int], seen: dict[int, np.ndarray], *, k: int
 ) -> np.ndarray:
     """The ``k`` best-scored items per user (rows of ``scores`` follow ``users``), each user's
     ``seen`` items left out."""
@@ -154,6 +155,7 @@ def evaluate(
     scores: np.ndarray,
     users: Sequence[int],
     truth: dict[int, np.ndarray],
+    *,
     seen: dict[int, np.ndarray],
     k: int,
 ) -> dict[str, float]:
@@ -163,7 +165,7 @@ def evaluate(
     ranked = (
         np.concatenate(
             [
-                top_k(scores[a : a + chunk], users[a : a + chunk], seen, k)
+                top_k(scores[a : a + chunk], users[a : a + chunk], seen, k=k)
                 for a in range(0, len(users), chunk)
             ]
         )

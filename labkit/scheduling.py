@@ -84,7 +84,7 @@ def link_kind(address_a: str, address_b: str) -> str:
     return "veth" if both else "network"
 
 
-def cross_node_read(source: str, reader: str, mb: int, repeats: int) -> dict:
+def cross_node_read(source: str, reader: str, mb: int, *, repeats: int) -> dict:
     """Read a block made on node ``source`` from a task on node ``reader`` (node ids), and the
     same block from a task on ``source`` itself: the measurement lesson 04 writes out in its
     cells, for lesson 03 on a cluster. Each read gets a fresh block, after one warm-up round;

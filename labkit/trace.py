@@ -74,7 +74,7 @@ def task_spans(
     return frame[columns]
 
 
-def busy_fraction(spans, n_slots: int, start_s: float | None = None, end_s: float | None = None):
+def busy_fraction(spans, n_slots: int, *, start_s: float | None = None, end_s: float | None = None):
     """The share of ``n_slots`` worker slots (CPUs, say) that ran tasks between ``start_s`` and
     ``end_s`` (default: the first start to the last end): 1.0 means every slot was busy."""
     if n_slots < 1:
@@ -156,7 +156,7 @@ class Stages:
         rows = []
         for name, (start, end) in self.windows.items():
             wall = end - start
-            busy = busy_fraction(spans, n_slots, start, end) if end > start else 0.0
+            busy = busy_fraction(spans, n_slots, start_s=start, end_s=end) if end > start else 0.0
             worker = self.worker_cpu_s.get(name, 0.0)
             rows.append(
                 {

@@ -69,7 +69,7 @@ def _unwrapped(model: nn.Module) -> nn.Module:
     return model.module if hasattr(model, "module") else model
 
 
-def save_state(directory: str, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int):
+def save_state(directory: str, model: nn.Module, optimizer: torch.optim.Optimizer, *, epoch: int):
     """Write model, optimizer and epoch to ``directory/state.pt`` (a checkpoint's contents)."""
     torch.save(
         {
@@ -85,6 +85,7 @@ def load_state(
     directory: str,
     model: nn.Module,
     optimizer: torch.optim.Optimizer | None = None,
+    *,
     device: torch.device | str = "cpu",
 ) -> int:
     """Load what :func:`save_state` wrote into ``model`` (and ``optimizer``); return its epoch."""
@@ -115,7 +116,7 @@ def crash_after(batches: Iterable, n_batches: int, grace_s: float | None = None)
 
 
 def run_epoch(
-    model: nn.Module, optimizer: torch.optim.Optimizer, batches: Iterable, device: torch.device
+    model: nn.Module, optimizer: torch.optim.Optimizer, batches: Iterable, *, device: torch.device
 ) -> dict[str, float]:
     """One pass of training: rows, seconds, seconds waiting for data (and the first batch), loss."""
     model.train()
@@ -181,7 +182,7 @@ def keep(batches: Iterable, kept: list) -> Iterator:
 
 
 def tensor_batches(
-    x: torch.Tensor, y: torch.Tensor, batch_size: int, rank: int = 0, world: int = 1
+    x: torch.Tensor, y: torch.Tensor, batch_size: int, *, rank: int = 0, world: int = 1
 ):
     """This rank's share of in-memory tensors, in batches (contiguous shards, as DDP's sampler)."""
     n = len(x) // world
@@ -297,7 +298,12 @@ def _ddp_worker(rank: int, world: int, port: int, cfg: TrainConfig, x, y, out) -
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
         device = torch.device("cpu")
         stats = [
-            run_epoch(model, optimizer, tensor_batches(x, y, cfg.batch_size, rank, world), device)
+            run_epoch(
+                model,
+                optimizer,
+                tensor_batches(x, y, cfg.batch_size, rank=rank, world=world),
+                device=device,
+            )
             for _ in range(cfg.epochs)
         ]
         out.put((rank, stats))

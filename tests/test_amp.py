@@ -49,15 +49,19 @@ def test_dtype_choice_on_cpu():
 @pytest.mark.parametrize("dtype", [None, torch.bfloat16])
 def test_steps_train(dtype):
     model, opt, x, y = _setup()
-    step = make_step(model, opt, nn.functional.cross_entropy, CPU, dtype)
+    step = make_step(model, opt, nn.functional.cross_entropy, device=CPU, dtype=dtype)
     losses = [step(x, y) for _ in range(30)]
     assert losses[-1] < losses[0]
 
 
 def test_bf16_halves_activations_and_adds_weight_copies():
     model, opt, x, y = _setup()
-    fp32 = amp.saved_tensor_bytes(model, nn.functional.cross_entropy, x, y, CPU, None)
-    bf16 = amp.saved_tensor_bytes(model, nn.functional.cross_entropy, x, y, CPU, torch.bfloat16)
+    fp32 = amp.saved_tensor_bytes(
+        model, nn.functional.cross_entropy, x=x, y=y, device=CPU, dtype=None
+    )
+    bf16 = amp.saved_tensor_bytes(
+        model, nn.functional.cross_entropy, x=x, y=y, device=CPU, dtype=torch.bfloat16
+    )
     assert 0 < bf16["activations"] < fp32["activations"]
     assert fp32["weight_copies"] == 0
     # Backward keeps the bf16 copies of the weights whose inputs need a gradient: the 2nd and
@@ -101,7 +105,7 @@ def test_state_bytes_counts_params_grads_and_adam():
     model, opt, x, y = _setup()
     n = sum(p.numel() for p in model.parameters())
     assert amp.state_bytes(model, opt) == 4 * n
-    make_step(model, opt, nn.functional.cross_entropy, CPU, None)(x, y)
+    make_step(model, opt, nn.functional.cross_entropy, device=CPU, dtype=None)(x, y)
     assert amp.state_bytes(model, opt) == 4 * n * 4 + 4 * len(
         opt.state
     )  # grads + exp_avg(+sq) + steps
@@ -109,11 +113,11 @@ def test_state_bytes_counts_params_grads_and_adam():
 
 def test_measure_steps_and_flops():
     model, opt, x, y = _setup()
-    step = make_step(model, opt, nn.functional.cross_entropy, CPU, None)
+    step = make_step(model, opt, nn.functional.cross_entropy, device=CPU, dtype=None)
     assert amp.measure_steps(step, [(x, y)] * 4, CPU, warmup=1) > 0
     with pytest.raises(ValueError):
         amp.measure_steps(step, [(x, y)], CPU, warmup=2)
-    flops = amp.flops_per_step(model, nn.functional.cross_entropy, x, y)
+    flops = amp.flops_per_step(model, nn.functional.cross_entropy, x=x, y=y)
     forward = 2 * 64 * (32 * 64 + 64 * 64 + 64 * 4)  # multiply-adds of the three layers
     assert 2 * forward <= flops <= 3 * forward  # forward + weight grads (+ input grads)
 
@@ -168,7 +172,7 @@ def test_the_kits_copy_of_the_step_trains_as_the_lessons_does(dtype):
     runs = []
     for make in (make_step, amp.make_step):
         model, opt, x, y = _setup()
-        step = make(model, opt, nn.functional.cross_entropy, CPU, dtype)
+        step = make(model, opt, nn.functional.cross_entropy, device=CPU, dtype=dtype)
         runs.append(
             ([step(x, y) for _ in range(5)], [p.detach().clone() for p in model.parameters()])
         )

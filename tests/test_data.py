@@ -95,7 +95,7 @@ def test_shards_split_and_read_back(cache):
     files = sorted(folder.glob("*.parquet"))
     assert [f.name for f in files] == [f"part-{k:05d}.parquet" for k in range(4)]
     x, y = data.read_xy(folder)
-    ex, ey = data.classification(1000, 6, 4, 1)
+    ex, ey = data.classification(1000, 6, 4, seed=1)
     assert np.array_equal(x, ex) and np.array_equal(y, ey)
     mtime = files[0].stat().st_mtime_ns
     assert data.classification_shards(1000, n_files=4, n_features=6, seed=1) == folder

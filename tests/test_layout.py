@@ -356,3 +356,25 @@ def test_a_long_function_says_why_and_a_short_one_does_not():
                 stale.append(where)
     assert not unsaid, f"split these, or say why with a '# Long:' comment: {unsaid}"
     assert not stale, f"short now: drop their '# Long:' comment: {stale}"
+
+
+#: Functions whose callers pass every argument by position, which the rule below cannot change.
+POSITIONAL_CALLERS = {
+    "train._ddp_worker": "torch.multiprocessing.spawn calls it with (rank, *args)",
+}
+
+
+def test_past_three_parameters_the_rest_are_keyword_only():
+    """Issue 42 (DESIGN: keyword-only past three parameters): ``f(a, b, c, *, d, e)``, so a call
+    names what its fourth argument means and a new parameter cannot shift the others."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            names = [a.arg for a in node.args.posonlyargs + node.args.args]
+            names = names[1:] if names[:1] in (["self"], ["cls"]) else names
+            if len(names) > 3 and f"{module}.{node.name}" not in POSITIONAL_CALLERS:
+                found.append(f"{module}.{node.name}({', '.join(names)})")
+    assert not found, f"make the parameters past the third keyword-only: {found}"

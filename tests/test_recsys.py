@@ -36,7 +36,10 @@ def test_time_split_leaves_the_last_fraction_and_truth_has_only_new_items():
     with pytest.raises(ValueError):
         recsys.time_cutoff(ts, 1.0)
     truth = recsys.held_out(
-        np.array([0, 0, 1]), np.array([5, 6, 7]), np.array([0, 0, 1, 2]), np.array([5, 8, 9, 1])
+        np.array([0, 0, 1]),
+        np.array([5, 6, 7]),
+        valid_users=np.array([0, 0, 1, 2]),
+        valid_items=np.array([5, 8, 9, 1]),
     )
     assert {u: t.tolist() for u, t in truth.items()} == {0: [8], 1: [9]}  # 5 seen; user 2 unknown
 
@@ -50,7 +53,7 @@ def test_metrics_on_hand_worked_cases():
     assert recsys.recall_at_k(ranked, truth) == pytest.approx((1 / 1 + 0 / 2) / 2)
     # user 0: hit at rank 2 -> (1/log2(3)) / 1; user 1: no hit -> 0
     assert recsys.ndcg_at_k(ranked, truth) == pytest.approx((1 / np.log2(3)) / 2)
-    result = recsys.evaluate(scores, [0, 1], {0: truth[0], 1: truth[1]}, seen, k=2)
+    result = recsys.evaluate(scores, [0, 1], {0: truth[0], 1: truth[1]}, seen=seen, k=2)
     assert result == {"recall": pytest.approx(0.5), "ndcg": pytest.approx(0.5 / np.log2(3))}
 
 
@@ -73,7 +76,10 @@ def test_matrix_factorization_learns_the_log_better_than_popularity():
     cut = recsys.time_cutoff(cols["ts"], 0.2)
     tr = cols["ts"] < cut
     truth = recsys.held_out(
-        cols["user"][tr], cols["item"][tr], cols["user"][~tr], cols["item"][~tr]
+        cols["user"][tr],
+        cols["item"][tr],
+        valid_users=cols["user"][~tr],
+        valid_items=cols["item"][~tr],
     )
     seen = recsys.seen_items(cols["user"][tr], cols["item"][tr])
     users = np.array(sorted(truth))
@@ -97,8 +103,8 @@ def test_matrix_factorization_learns_the_log_better_than_popularity():
             optimizer.step()
     scores = model.scores(torch.as_tensor(users)).numpy()
     assert scores.shape == (len(users), 120)
-    mf = recsys.evaluate(scores, users, truth, seen, k=10)
+    mf = recsys.evaluate(scores, users, truth, seen=seen, k=10)
     pop = recsys.evaluate(
-        recsys.popularity_scores(cols["item"][tr], 120, len(users)), users, truth, seen, k=10
+        recsys.popularity_scores(cols["item"][tr], 120, len(users)), users, truth, seen=seen, k=10
     )
     assert mf["recall"] > pop["recall"]

@@ -228,9 +228,7 @@ def test_without_papermill_a_point_runs_through_nbclient_with_its_parameters(tmp
     tags = [c.metadata.get("tags", []) for c in nbformat.read(out, as_version=4).cells]
     assert sum("injected-parameters" in t for t in tags) == 1
     with pytest.raises(Exception) as err:
-        nbexec.execute(
-            TINY, out, parameters=params | {"FAIL": True}, timeout=120, using="nbclient"
-        )
+        nbexec.execute(TINY, out, parameters=params | {"FAIL": True}, timeout=120, using="nbclient")
     assert error_line(err.value, 300).startswith("AssertionError: FAIL was set")
     assert nbformat.read(out, as_version=4).cells[3].outputs  # written, with the error in it
 
@@ -241,7 +239,7 @@ def test_a_point_runs_without_papermill(tmp_path, monkeypatch):
     out = tmp_path / "tiny.ipynb"
     params = {"SIZE": "smoke", "RESULTS_DIR": str(tmp_path / "rec"), "N": 2}
     assert nbexec.engine() == "nbclient"
-    sweep._execute(TINY, out, params, 120)
+    sweep._execute(TINY, out, params, timeout=120)
     assert [r["value"] for r in read_records(tmp_path / "rec")][0] == 200.0
 
 

@@ -42,13 +42,15 @@ def test_task_spans_keep_whole_tasks_with_times_from_the_first_start():
 def test_busy_fraction_counts_slots_over_the_window():
     spans = trace.task_spans(EVENTS)  # 4.5 task-seconds over 0..3.5 s
     assert trace.busy_fraction(spans, 2) == pytest.approx(4.5 / 7.0)
-    assert trace.busy_fraction(spans, 1, 0.0, 1.0) == pytest.approx(1.0)
-    assert trace.busy_fraction(spans, 2, 1.0, 2.0) == pytest.approx(1.0)  # both workers busy
-    assert trace.busy_fraction(spans, 2, 3.5, 5.0) == 0.0
+    assert trace.busy_fraction(spans, 1, start_s=0.0, end_s=1.0) == pytest.approx(1.0)
+    assert trace.busy_fraction(spans, 2, start_s=1.0, end_s=2.0) == pytest.approx(
+        1.0
+    )  # both workers busy
+    assert trace.busy_fraction(spans, 2, start_s=3.5, end_s=5.0) == 0.0
     with pytest.raises(ValueError, match="n_slots"):
         trace.busy_fraction(spans, 0)
     with pytest.raises(ValueError, match="empty"):
-        trace.busy_fraction(spans, 1, 2.0, 2.0)
+        trace.busy_fraction(spans, 1, start_s=2.0, end_s=2.0)
 
 
 def test_gantt_rows_are_what_plots_gantt_draws():

@@ -33,7 +33,7 @@ def test_state_round_trips_through_a_directory_and_unwraps_ddp(tmp_path):
     model = lt.build_model(CFG)
     opt = torch.optim.Adam(model.parameters(), lr=CFG.lr)
     x, y = _data()
-    lt.run_epoch(model, opt, lt.tensor_batches(x, y, 32), torch.device("cpu"))
+    lt.run_epoch(model, opt, lt.tensor_batches(x, y, 32), device=torch.device("cpu"))
 
     class Wrapped(torch.nn.Module):  # what DDP looks like to save_state: the model is .module
         def __init__(self, module):
@@ -95,7 +95,8 @@ def test_run_epoch_trains_and_times_itself():
     model = lt.build_model(CFG)
     opt = torch.optim.Adam(model.parameters(), lr=CFG.lr)
     stats = [
-        lt.run_epoch(model, opt, lt.tensor_batches(x, y, 32), torch.device("cpu")) for _ in range(5)
+        lt.run_epoch(model, opt, lt.tensor_batches(x, y, 32), device=torch.device("cpu"))
+        for _ in range(5)
     ]
     assert all(s["rows"] == 256 for s in stats)
     assert stats[-1]["loss"] < stats[0]["loss"]
@@ -103,7 +104,7 @@ def test_run_epoch_trains_and_times_itself():
     for s in stats:  # the machine's idle CPU time over the epoch, in tick-sized steps
         assert 0 <= s["machine_idle_s"] <= s["seconds"] * s["machine_cpus"] + 0.05
     dict_batches = [{"x": bx, "y": by} for bx, by in lt.tensor_batches(x, y, 64)]
-    assert lt.run_epoch(model, opt, dict_batches, torch.device("cpu"))["rows"] == 256
+    assert lt.run_epoch(model, opt, dict_batches, device=torch.device("cpu"))["rows"] == 256
 
 
 def test_steady_rows_per_s_skips_warmup():

@@ -261,7 +261,7 @@ def test_a_chinese_learner_copy_has_chinese_prose_and_the_chinese_check_message(
     assert any("还没有设置" in s for s in code) and not any("is not set yet" in s for s in code)
     zh_lesson = zh.translate(nbformat.read(ROOT / "notebooks" / "01_remote_tasks.ipynb", 4),
                              ROOT / "notebooks" / "01_remote_tasks.ipynb")  # fmt: skip
-    assert exercises.copy_problems(zh_lesson, copy, "zh", "01_remote_tasks.ipynb") == []
+    assert exercises.copy_problems(zh_lesson, copy, "zh", lesson="01_remote_tasks.ipynb") == []
 
 
 @pytest.mark.notebook

@@ -86,7 +86,7 @@ def commit(root: Path | None = None) -> str:
     return f"{sha}+dirty" if dirty else sha
 
 
-def keep_path(machine: str, day: date, sha: str, root: Path | None = None) -> Path:
+def keep_path(machine: str, day: date, sha: str, *, root: Path | None = None) -> Path:
     """``results/<machine>/<YYYY-MM-DD>-<commit>/``."""
     root = root or params.repo_root()
     return root / "results" / machine / f"{day.isoformat()}-{sha}"
@@ -95,7 +95,7 @@ def keep_path(machine: str, day: date, sha: str, root: Path | None = None) -> Pa
 def keep(run: Path, *, machine: str, day: date, sha: str, root: Path | None = None) -> Path:
     """Copy a run folder into the results store; an existing folder is never overwritten
     (FileExistsError names it). The executed notebooks and plots go with it."""
-    target = keep_path(machine, day, sha, root)
+    target = keep_path(machine, day, sha, root=root)
     if target.exists():
         raise FileExistsError(f"{target} exists already: a kept run is never overwritten")
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -199,7 +199,7 @@ def points(sweep: Sweep) -> list[Point]:
     return out
 
 
-def _execute(notebook: Path, output: Path, parameters: dict[str, Any], timeout: int) -> None:
+def _execute(notebook: Path, output: Path, parameters: dict[str, Any], *, timeout: int) -> None:
     """Run one point (:func:`labkit.runtime.nbexec.execute`: papermill, or nbclient alone)."""
     from labkit.runtime.nbexec import execute
 

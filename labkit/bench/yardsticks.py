@@ -37,7 +37,7 @@ def _local_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], env: dict[str, str], timeout_s: float, what: str) -> str:
+def _run(cmd: list[str], env: dict[str, str], timeout_s: float, *, what: str) -> str:
     """Run ``cmd`` in a session of its own; past ``timeout_s`` its whole process group (the
     driver and the Ray processes it started) is killed, by its PID. Returns stdout."""
     proc = subprocess.Popen(
@@ -96,7 +96,7 @@ def ray_microbenchmark(pattern: str, timeout_s: float = 300) -> dict[str, tuple[
     env = _local_env({"TESTS_TO_RUN": pattern})
     script = MICRO_SCRIPT.format(module=PRIVATE["ray_perf"][0])
     what = f"ray microbenchmark {pattern!r}"
-    found = parse_microbenchmark(_run([sys.executable, "-c", script], env, timeout_s, what))
+    found = parse_microbenchmark(_run([sys.executable, "-c", script], env, timeout_s, what=what))
     if not found:
         raise YardstickError(f"ray microbenchmark: no test matches {pattern!r}")
     return found
@@ -133,7 +133,7 @@ def serve_noop_latency(num_requests: int = 100, timeout_s: float = 240) -> dict[
         raise YardstickError("Serve's no-op benchmark: port 8000 is taken (it serves there)")
     module = PRIVATE["serve_noop_benchmark"][0]
     cmd = [sys.executable, "-m", module, "--num-requests", str(num_requests)]
-    out = _run(cmd, _local_env(), timeout_s, "Serve's no-op HTTP benchmark")
+    out = _run(cmd, _local_env(), timeout_s, what="Serve's no-op HTTP benchmark")
     stats = parse_describe(out.split("Latency (ms)", 1)[-1])
     if "50%" not in stats:
         raise YardstickError("Serve's no-op HTTP benchmark printed no latencies")

@@ -93,7 +93,7 @@ def names(tag: str, i: int) -> dict[str, str]:
     }
 
 
-def create(tag: str, workers: int, record, owner: str) -> dict[str, Any]:
+def create(tag: str, workers: int, record, *, owner: str) -> dict[str, Any]:
     """Make the bridge and ``workers`` namespaces; ``record(net)`` is called after each step.
     ``owner`` is the state file of the cluster they belong to (see :data:`MARKERS`).
 

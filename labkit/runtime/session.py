@@ -246,10 +246,10 @@ def start(
     num_cpus: int | None = None,
     num_gpus: float | None = None,
     resources: dict[str, float] | None = None,
+    *,
     object_store_memory: int | None = None,
     dashboard: bool = True,
     runtime_env: dict[str, Any] | None = None,
-    *,
     local: bool = False,
     **ray_kwargs: Any,
 ) -> Session:
@@ -304,17 +304,17 @@ def start(
         address = ""
     try:
         if address and address != "local":
-            _current = _connect(address, requested, runtime_env, ray_kwargs)
+            _current = _connect(address, requested, runtime_env, ray_kwargs=ray_kwargs)
         else:
             _current = _start_local(
                 requested,
                 num_cpus,
                 num_gpus,
-                resources,
-                object_store_memory,
-                dashboard,
-                ray_kwargs,
-                runtime_env,
+                resources=resources,
+                object_store_memory=object_store_memory,
+                dashboard=dashboard,
+                ray_kwargs=ray_kwargs,
+                runtime_env=runtime_env,
             )
     except BaseException:
         if shadowed is not None:
@@ -333,7 +333,7 @@ def start(
 
 
 def _connect(
-    address: str, requested: dict[str, Any], runtime_env: dict[str, Any] | None, ray_kwargs: dict
+    address: str, requested: dict[str, Any], runtime_env: dict[str, Any] | None, *, ray_kwargs: dict
 ) -> Session:
     import ray
 
@@ -371,6 +371,7 @@ def _start_local(
     requested: dict[str, Any],
     num_cpus: int | None,
     num_gpus: float | None,
+    *,
     resources: dict[str, float] | None,
     object_store_memory: int | None,
     dashboard: bool,

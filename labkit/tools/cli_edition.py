@@ -38,7 +38,7 @@ def cmd_exercises(args: argparse.Namespace) -> int:
             copy = nbformat.read(path, as_version=4)
             own = exercises.copy_language(copy, lang)
             lesson = exercises.lesson_in(params.repo_root() / "notebooks" / path.name, own)
-            problems = exercises.copy_problems(lesson, copy, own, path.name)
+            problems = exercises.copy_problems(lesson, copy, own, lesson=path.name)
             bad += bool(problems)
             said = "WRONG: " + "; ".join(problems) if problems else "ok"
             print(f"labkit exercises: {path.name} {said}")

@@ -157,7 +157,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if args.touched and not everything:
         base = os.environ.get("RERUN_BASE")
         chosen, lines = touched.rerun_plan(
-            chosen, notebooks_to_run([]), day, args.budget, skips=ROTATION_SKIPS, base=base
+            chosen, notebooks_to_run([]), day, budget_s=args.budget, skips=ROTATION_SKIPS, base=base
         )
         for line in lines:
             print(f"labkit rerun: {line}")

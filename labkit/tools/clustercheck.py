@@ -92,7 +92,7 @@ def _env(address: str, **extra: str) -> dict[str, str]:
 
 
 def run_lessons(
-    lessons: list[str], address: str, out: Path, data_dir: Path, cell_timeout: int
+    lessons: list[str], address: str, out: Path, *, data_dir: Path, cell_timeout: int
 ) -> list[dict[str, Any]]:
     """``labkit run`` each lesson with ``RAY_ADDRESS`` set; one outcome per lesson."""
     results = []
@@ -185,11 +185,17 @@ def main(argv: list[str] | None = None) -> int:
             print(workshop.fallback_line(state), flush=True)
         address = state["address"]
         report["lessons"] = run_lessons(
-            args.lessons or plan["join"], address, out, data_dir, args.cell_timeout
+            args.lessons or plan["join"],
+            address,
+            out,
+            data_dir=data_dir,
+            cell_timeout=args.cell_timeout,
         )
         try:
             before = cluster_counts(address)
-            report["local"] = run_lessons(args.local, address, out, data_dir, args.cell_timeout)
+            report["local"] = run_lessons(
+                args.local, address, out, data_dir=data_dir, cell_timeout=args.cell_timeout
+            )
             after = cluster_counts(address)
             saw = {k: after[k] - before[k] for k in after}
             report["local_lessons_sent_the_cluster"] = saw

@@ -163,7 +163,7 @@ def without_wrong(nb):
 
 
 def learner_sources(
-    answer: str, check: str, lang: str = "en", lesson: str | None = None
+    answer: str, check: str, lang: str = "en", *, lesson: str | None = None
 ) -> tuple[list[str], str, str]:
     """The names an exercise needs, and its learner's answer and check cells' sources."""
     names = needed_names(answer, check)
@@ -187,7 +187,9 @@ def learner_copy(nb, lang: str = "en", lesson: str | None = None):
     out = without_wrong(nb)
     for a, c in exercise_pairs(out):
         answer, check = out.cells[a], out.cells[c]
-        _, answer.source, check.source = learner_sources(answer.source, check.source, lang, lesson)
+        _, answer.source, check.source = learner_sources(
+            answer.source, check.source, lang, lesson=lesson
+        )
         answer.metadata.pop("jupyter", None)  # open, not collapsed
         answer.outputs, answer.execution_count = [], None
     for cell in out.cells:
@@ -196,7 +198,7 @@ def learner_copy(nb, lang: str = "en", lesson: str | None = None):
     return out
 
 
-def copy_problems(nb, copy, lang: str = "en", lesson: str | None = None) -> list[str]:
+def copy_problems(nb, copy, lang: str = "en", *, lesson: str | None = None) -> list[str]:
     """What is wrong with ``copy`` as the learner copy of ``nb`` (nothing, when it is right):
     each answer a stub that compiles, each check guarded and otherwise kept, every other cell
     unchanged. What ``make test-exercises`` checks of the copies it writes; ``make test`` runs the
@@ -276,7 +278,7 @@ def _changed(written: dict[str, str], nb) -> set[str]:
     return {i for i, h in now.items() if written.get(i) != h} | (written.keys() - now.keys())
 
 
-def merge(mine, fresh, learner: set[str], upstream: set[str]):
+def merge(mine, fresh, *, learner: set[str], upstream: set[str]):
     """``fresh`` (the lesson's new learner copy) with the cells the learner changed, added or
     removed (``learner``, by id) taken from ``mine``, the cells the lesson changed
     (``upstream``) from ``fresh``, and the rest from ``fresh`` with ``mine``'s outputs. Only for
@@ -451,7 +453,7 @@ def sync_copy(lesson: Path, target: Path, lang: str, *, reset: bool = False) -> 
             f"--reset {lesson.name[:2]}, which keeps yours in .old/)" + note,
             len(learner),
         )
-    merged = merge(mine, fresh, learner, upstream)
+    merged = merge(mine, fresh, learner=learner, upstream=upstream)
     moved = _keep_old(target, old_dir)
     nbformat.write(merged, target)
     return Outcome(

@@ -76,7 +76,7 @@ def gpu_slug() -> str:
     return machine_name(gpu)
 
 
-def run_notebook(path: Path, out_dir: Path, env: dict[str, str], cell_timeout: int) -> dict:
+def run_notebook(path: Path, out_dir: Path, env: dict[str, str], *, cell_timeout: int) -> dict:
     """Execute one notebook with ``env`` set; save it executed; return status and seconds."""
     from labkit.checks import error_line
     from labkit.runtime.nbexec import execute
@@ -136,7 +136,7 @@ def main(
             "RAY_ADDRESS": "",
         }
         print(f"gpu-check: {path.stem} at {check.size}, DEVICE={device} ...", flush=True)
-        outcome = run_notebook(path, out / "executed", env, cell_timeout)
+        outcome = run_notebook(path, out / "executed", env, cell_timeout=cell_timeout)
         outcome.update(size=check.size, device=device)
         outcomes.append(outcome)
         print(

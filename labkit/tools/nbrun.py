@@ -27,7 +27,7 @@ def _cell_head(source: str, lines: int = 6) -> str:
 
 
 def probe_exercise(
-    runner, nb, answer: str, check: str, lang: str = "en", wrong: tuple[str, ...] = ()
+    runner, nb, *, answer: str, check: str, lang: str = "en", wrong: tuple[str, ...] = ()
 ) -> tuple[list[str], bool, str]:
     """In a kernel that has run the lesson: run an exercise's learner cells (the stub, then the
     guarded check) and expect the check to stop at once, naming the first missing answer; then
@@ -66,7 +66,7 @@ def probe_exercise(
             said.append(f"unguarded: {error_line(exc)[:120]}")
         runner.execute_cell(nb.cells[first + 4], first + 4)
         for n, source in enumerate(wrong, 1):
-            ok = _rejects(runner, nb, names, source, check, said, n) and ok
+            ok = _rejects(runner, nb, names, wrong=source, check=check, said=said, n=n) and ok
     finally:
         del nb.cells[first:]
     return names, ok, "; ".join(said)
@@ -85,7 +85,7 @@ def _keep_and_restore(names: list[str]) -> tuple[str, str]:
     return keep, restore
 
 
-def _rejects(runner, nb, names: list[str], wrong: str, check: str, said: list, n: int) -> bool:
+def _rejects(runner, nb, names: list[str], *, wrong: str, check: str, said: list, n: int) -> bool:
     """Run a wrong answer, then the lesson's check: whether the check rejected it, saying what
     it expected (appended to ``said``). The names the check needs are unset first, so nothing of
     the worked answer is left for a wrong answer to lean on; every name the wrong answer or the
@@ -125,6 +125,7 @@ def run_lesson(
     path: str | Path,
     out: str | Path | None = None,
     timeout: int | None = None,
+    *,
     twice: bool = False,
     exercises: bool = True,
     lang: str = "en",
@@ -141,10 +142,8 @@ def run_lesson(
     the Chinese copy (:func:`labkit.tools.zh.translate`) in a kernel with ``LABKIT_LANG=zh``."""
     import time
 
-    import nbclient
     import nbformat
 
-    from labkit.tools import exercises as ex
     from labkit.tools import zh
 
     path = Path(path)
@@ -152,18 +151,12 @@ def run_lesson(
     if lang == "zh":  # the Chinese copy: its markdown, comments and printed words (zh/)
         nb = zh.translate(nb, path)
     code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
-    pairs = ex.exercise_pairs(nb) if exercises else []
-    wrongs = ex.wrong_answers(nb) if exercises else {}
-    sources = [(nb.cells[a].source, nb.cells[c].source, wrongs.get(c, [])) for a, c in pairs]
+    sources = _exercise_sources(nb) if exercises else []
     runner = client(nb, path, timeout or cell_timeout())
     failed: tuple[int, BaseException] | None = None
     probes: list[tuple[list[str], bool, str]] = []
     start = time.monotonic()
-    stops = (
-        nbclient.exceptions.CellExecutionError,
-        nbclient.exceptions.CellTimeoutError,
-        nbclient.exceptions.DeadKernelError,
-    )
+    stops = _stops()
     current = -1
     with runner.setup_kernel(env={**os.environ, "LABKIT_LANG": lang}):
         try:
@@ -177,7 +170,11 @@ def run_lesson(
                 current = -n
                 for lang in langs:  # the wrong answers once: the check's code is the same
                     once = tuple(wrong) if lang == langs[0] else ()
-                    probes.append(probe_exercise(runner, nb, answer, check, lang, once))
+                    probes.append(
+                        probe_exercise(
+                            runner, nb, answer=answer, check=check, lang=lang, wrong=once
+                        )
+                    )
         except stops as exc:
             failed = (current, exc)
         finally:
@@ -189,11 +186,30 @@ def run_lesson(
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, str(out))
-    _raise_what_failed(path, nb, failed, probes)
+    _raise_what_failed(path, nb, failed, probes=probes)
     return {"seconds": seconds, "exercises": probes, "outside_paths": outside_paths(nb)}
 
 
-def _raise_what_failed(path: Path, nb, failed: tuple | None, probes: list) -> None:
+def _exercise_sources(nb) -> list[tuple[str, str, list[str]]]:
+    """Each exercise of ``nb`` as ``(answer's source, check's source, wrong answers' sources)``."""
+    from labkit.tools import exercises as ex
+
+    wrongs = ex.wrong_answers(nb)
+    return [
+        (nb.cells[a].source, nb.cells[c].source, wrongs.get(c, []))
+        for a, c in ex.exercise_pairs(nb)
+    ]
+
+
+def _stops() -> tuple[type[BaseException], ...]:
+    """What stops a lesson run: a cell's error, its timeout, the kernel's death."""
+    import nbclient
+
+    errors = nbclient.exceptions
+    return (errors.CellExecutionError, errors.CellTimeoutError, errors.DeadKernelError)
+
+
+def _raise_what_failed(path: Path, nb, failed: tuple | None, *, probes: list) -> None:
     """:class:`LessonFailed` for :func:`run_lesson`: the cell that failed (``(index, error)``, a
     negative index for an exercise's learner cells) with its first lines, else the exercises
     whose check did not reject the stub or a wrong answer."""

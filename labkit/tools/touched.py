@@ -172,6 +172,7 @@ def rerun_plan(
     first: list[Path],
     lessons: list[Path],
     day: int,
+    *,
     budget_s: float,
     skips: tuple[str, ...] = (),
     base: str | None = None,

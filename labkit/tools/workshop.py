@@ -55,6 +55,7 @@ def up(
     workers: int = 2,
     cpus_per_worker: int = 1,
     head_cpus: int = 1,
+    *,
     gpus_per_worker: float = 0,
     object_store_mb: int = 200,
     memory_mb: int = 1024,

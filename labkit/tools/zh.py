@@ -152,7 +152,9 @@ def read_code(path: Path) -> dict[str, list[tuple[str, str]]]:
     return code
 
 
-def write(path: Path, blocks: list[Block], title: str, code: dict[str, list] | None = None) -> None:
+def write(
+    path: Path, blocks: list[Block], title: str, *, code: dict[str, list] | None = None
+) -> None:
     out = [f"<!-- {title}: the Chinese of each markdown cell and code comment, by cell id -->"]
     for b in blocks:
         out += ["", f"<!-- cell {b.cell} en {b.english}{' stale' * b.stale} -->", b.text]
@@ -507,7 +509,7 @@ def _rewrite(notebook: Path, blocks: dict[str, Block]) -> None:
     """Write the blocks back in the notebook's cell order, the code comments kept."""
     order = [c["id"] for c in _cells(notebook)]
     ranked = sorted(blocks.values(), key=lambda b: order.index(b.cell) if b.cell in order else 1e9)
-    write(path_for(notebook), ranked, notebook.stem, read_code(path_for(notebook)))
+    write(path_for(notebook), ranked, notebook.stem, code=read_code(path_for(notebook)))
 
 
 # ---- the Chinese copy -----------------------------------------------------------------------
