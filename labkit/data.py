@@ -144,6 +144,24 @@ def column_to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False)
 
 
+def tensor_column_copy(folder: str | os.PathLike[str]) -> Path:
+    """Lesson 06's tensor-column copy of the parquet shards in ``folder``: the same rows written
+    by Ray Data through :func:`numpy_columns`, so that ``x`` is stored as Ray's tensor column, in
+    ``<folder>-tensor`` beside them. Written once, into a temporary folder renamed when complete
+    (a reader never sees half of it), then reused."""
+    import ray
+
+    folder = Path(folder)
+    tensor = folder.with_name(folder.name + "-tensor")
+    if not tensor.is_dir():
+        tmp = folder.with_name(f"{tensor.name}.tmp-{os.getpid()}")
+        ray.data.read_parquet(str(folder)).map_batches(
+            numpy_columns, batch_format="pyarrow"
+        ).write_parquet(str(tmp))
+        tmp.rename(tensor)
+    return tensor
+
+
 def numpy_columns(table: pa.Table) -> dict[str, np.ndarray]:
     """Every column as numpy (a fixed-size list as 2-D): returned from ``map_batches``, a 2-D
     array becomes Ray Data's tensor column, which reads back as one array per batch."""

@@ -52,6 +52,20 @@ class ParquetBatches(IterableDataset):
                 yield pair
 
 
+def rows_in(batch) -> int:
+    """Rows in a batch from either reader of lesson 06's race: Ray Data yields a dict of
+    tensors, a ``DataLoader`` an ``(x, y)`` pair."""
+    return len(batch["y"]) if isinstance(batch, dict) else len(batch[1])
+
+
+def ray_torch_pass(path: str | os.PathLike[str], batch_size: int):
+    """A reader for :func:`labkit.measure.ingest`: each call starts a fresh pass of
+    ``ray.data.read_parquet(path).iter_torch_batches(batch_size=...)``, as lesson 06 reads."""
+    import ray
+
+    return lambda: ray.data.read_parquet(str(path)).iter_torch_batches(batch_size=batch_size)
+
+
 def parquet_loader(folder: str | os.PathLike[str], batch_size: int, num_workers: int) -> DataLoader:
     """A DataLoader reading parquet shards with ``num_workers`` worker processes."""
     return DataLoader(

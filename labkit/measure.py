@@ -19,7 +19,7 @@ import socket
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -135,6 +135,26 @@ def stream_passes(
     for _ in range(warmup):
         stream_pass(make_batches, rows_of, label)
     return [stream_pass(make_batches, rows_of, label) for _ in range(repeats)]
+
+
+def ingest(
+    readers: Mapping[str, Callable[[], Any]],
+    rows_of: Callable[[Any], int],
+    *,
+    repeats: int,
+    n_rows: int,
+) -> dict[str, dict[str, float]]:
+    """Lesson 06's reader race: each reader (label -> a callable that starts one full pass)
+    timed by :func:`stream_passes`, one warm-up pass and ``repeats`` timed ones; every pass must
+    deliver ``n_rows`` rows. Returns each label's :func:`median_stream`."""
+    medians = {}
+    for label, make in readers.items():
+        passes = stream_passes(make, rows_of, repeats=repeats, label=label)
+        short = [s.rows for s in passes if s.rows != n_rows]
+        if short:
+            raise AssertionError(f"{label}: expected {n_rows} rows a pass, got {short}")
+        medians[label] = median_stream(passes)
+    return medians
 
 
 def median_stream(passes: list[Stream]) -> dict[str, float]:

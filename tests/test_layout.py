@@ -378,3 +378,47 @@ def test_past_three_parameters_the_rest_are_keyword_only():
             if len(names) > 3 and f"{module}.{node.name}" not in POSITIONAL_CALLERS:
                 found.append(f"{module}.{node.name}({', '.join(names)})")
     assert not found, f"make the parameters past the third keyword-only: {found}"
+
+
+def _size_table(path: Path) -> dict[str, str]:
+    """A notebook's ``by_size`` rows, each as its source, with the constants its set-up cell
+    names in them (``GPT_SMALL``) spelled out."""
+    setup = next(
+        c.source for c in nbformat.read(path, as_version=4).cells if "by_size=" in c.source
+    )
+    tree = ast.parse(setup)
+    consts = {
+        n.targets[0].id: ast.unparse(n.value)
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+    }
+    call = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "setup"
+    )
+    table = next(k.value for k in call.keywords if k.arg == "by_size")
+    rows = {}
+    for key, row in zip(table.keys, table.values):
+        text = ast.unparse(row)
+        for name, value in consts.items():
+            text = re.sub(rf"\b{name}\b", value, text)
+        rows[key.value] = text
+    return rows
+
+
+@pytest.mark.parametrize(
+    "report, shared",
+    [
+        ("lab_train", ["n_rows", "hidden", "depth", "epochs", "batch_size", "n_cpu_workers"]),
+        ("lab_amp", ["gpt"]),
+    ],
+)
+def test_a_lab_reports_copy_of_its_lessons_sizes_is_the_lessons(report, shared):
+    """Issue 42: lab_train runs "lesson 07's DDP job at each SIZE" and lab_amp "the decoder's
+    shape (07's at each SIZE)", as their set-up cells say; a change to 07's table that the
+    reports do not follow fails here, naming the row."""
+    lesson = _size_table(ROOT / "notebooks" / "07_train_ddp_amp.ipynb")
+    copy = _size_table(ROOT / "bench" / f"{report}.ipynb")
+    differ = [k for k in shared if copy.get(k) != lesson.get(k)]
+    assert not differ, f"{report}'s by_size rows {differ} are not lesson 07's: {lesson} vs {copy}"

@@ -111,6 +111,21 @@ def test_stream_pass_times_the_first_batch_apart_from_the_rest():
         measure.stream_passes(batches, len, repeats=0)
 
 
+def test_ingest_races_each_reader_and_refuses_a_short_pass():
+    """Lesson 06's race as lab_data runs it: a median per reader, and a reader that delivers
+    fewer rows than the data has fails, naming it, rather than looking fast."""
+    from labkit import loaders
+
+    def full():
+        yield {"y": [0] * 6}
+        yield ([0] * 4, [1] * 4)  # a DataLoader's (x, y) pair
+
+    medians = measure.ingest({"a": full, "b": full}, loaders.rows_in, repeats=2, n_rows=10)
+    assert list(medians) == ["a", "b"] and all(m["rate"] > 0 for m in medians.values())
+    with pytest.raises(AssertionError, match=r"short: expected 12 rows a pass, got \[10, 10\]"):
+        measure.ingest({"short": full}, loaders.rows_in, repeats=2, n_rows=12)
+
+
 def test_stream_pass_of_an_empty_stream():
     s = measure.stream_pass(lambda: iter(()), len)
     assert s.rows == 0 and s.first_s == s.total_s
