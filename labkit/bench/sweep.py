@@ -25,11 +25,10 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from labkit import params
 from labkit.checks import error_line
@@ -206,7 +205,12 @@ def _execute(notebook: Path, output: Path, parameters: dict[str, Any], *, timeou
     execute(notebook, output, parameters=parameters, timeout=timeout)
 
 
-Executor = Callable[[Path, Path, dict[str, Any], int], None]
+class Executor(Protocol):
+    """What :func:`run` calls for each point (:func:`_execute`; a test may pass its own)."""
+
+    def __call__(
+        self, notebook: Path, output: Path, parameters: dict[str, Any], *, timeout: int
+    ) -> None: ...
 
 
 def run(
@@ -243,7 +247,7 @@ def run(
         start = time.monotonic()
         status, error = "ok", ""
         try:
-            execute(point.entry.notebook, executed, parameters, cell_timeout)
+            execute(point.entry.notebook, executed, parameters, timeout=cell_timeout)
         except Exception as exc:  # noqa: BLE001 - report it and go on with the next point
             status, error = "FAILED", error_line(exc, 300)
             bar.write(f"labkit bench: {point.run_id} FAILED: {error}")

@@ -1,7 +1,8 @@
 """Executing a notebook headless, one way for the whole kit: :func:`execute` runs a notebook
 from its first cell to its last (``labkit run``, ``labkit bench``'s sweeps, ``gpu-check``), and
 :func:`client` is the kernel that ``make test``'s lesson runner drives cell by cell
-(:mod:`labkit.tools.nbrun`). Both interrupt a hung cell and fail it as ``CellTimeoutError``.
+(:mod:`labkit.tools.nbrun`). Both interrupt a hung cell and fail it as ``CellTimeoutError``
+(papermill's own report of the interrupted cell is raised as :class:`CellTimeoutError` too).
 
 :func:`execute` uses papermill where it is installed (the papermill metadata in the output, its
 ``-p`` semantics), else nbclient with the same parameter cell papermill would inject: a GPU box
@@ -12,7 +13,6 @@ Used in: no lesson or lab report.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -45,10 +45,12 @@ def cell_timeout() -> int:
     return int(os.environ.get("LABKIT_CELL_TIMEOUT") or 600)
 
 
-def _on_timeout(timeout: int) -> dict[str, Any]:
+def _on_timeout(timeout: int | None) -> dict[str, Any]:
     """nbclient's settings that make a hung cell an error: interrupted (so the teardown can still
     run) and failed as ``CellTimeoutError``; without ``error_on_timeout`` nbclient would go on
-    to the next cell as if it had passed."""
+    to the next cell as if it had passed. None or 0: no limit, nothing to set."""
+    if not timeout:
+        return {}
     return {
         "interrupt_on_timeout": True,
         "error_on_timeout": {
@@ -59,7 +61,7 @@ def _on_timeout(timeout: int) -> dict[str, Any]:
     }
 
 
-def client(nb, path: str | Path, timeout: int, *, kernel: str = "python3"):
+def client(nb, path: str | Path, timeout: int | None, *, kernel: str = "python3"):
     """An ``nbclient.NotebookClient`` for ``nb``, run in the folder of ``path``."""
     import nbclient
 
@@ -72,9 +74,17 @@ def client(nb, path: str | Path, timeout: int, *, kernel: str = "python3"):
     )
 
 
+class CellTimeoutError(RuntimeError):
+    """A cell ran past :func:`execute`'s ``timeout`` and was interrupted (as nbclient says it)."""
+
+
 def engine() -> str:
-    """The engine :func:`execute` uses here: the first of :data:`ENGINES` that is installed."""
-    return next((e for e in ENGINES if importlib.util.find_spec(e)), ENGINES[-1])
+    """The engine :func:`execute` uses here: papermill where it imports, else nbclient."""
+    try:
+        import papermill  # noqa: F401
+    except ImportError:
+        return "nbclient"
+    return "papermill"
 
 
 def inject(nb, parameters: Mapping[str, Any]) -> None:
@@ -108,11 +118,12 @@ def execute(
 
     ``parameters`` are injected after the ``parameters`` cell (papermill's ``-p``); the kernel
     starts in ``cwd`` (the notebook's folder by default) with ``env`` added to its environment;
-    a cell past ``timeout`` seconds (:func:`cell_timeout`) is interrupted and fails. ``using``
-    names the engine (:data:`ENGINES`; :func:`engine` picks by default)."""
+    a cell past ``timeout`` seconds (:func:`cell_timeout` when None; 0 for no limit) is
+    interrupted and fails. ``using`` names the engine (:data:`ENGINES`; :func:`engine` picks by
+    default). ``log_output`` streams the cells' output to the log (papermill only)."""
     notebook, output = Path(notebook), Path(output)
     cwd = Path(cwd) if cwd else notebook.parent
-    timeout = timeout or cell_timeout()
+    timeout = cell_timeout() if timeout is None else timeout
     using = using or engine()
     if using not in ENGINES:
         raise ValueError(f"using={using!r}: the engines are {', '.join(ENGINES)}")
@@ -121,17 +132,23 @@ def execute(
         if using == "papermill":
             import papermill as pm
 
-            pm.execute_notebook(
-                str(notebook),
-                str(output),
-                parameters=dict(parameters or {}),
-                cwd=str(cwd),
-                kernel_name=kernel,
-                progress_bar=False,
-                log_output=log_output,
-                execution_timeout=timeout,
-                **_on_timeout(timeout),
-            )
+            try:
+                pm.execute_notebook(
+                    str(notebook),
+                    str(output),
+                    parameters=dict(parameters or {}),
+                    cwd=str(cwd),
+                    kernel_name=kernel,
+                    progress_bar=False,
+                    log_output=log_output,
+                    execution_timeout=timeout or None,
+                    **_on_timeout(timeout),
+                )
+            except pm.PapermillExecutionError as exc:
+                if timeout and exc.ename == "KeyboardInterrupt":  # papermill interrupted it
+                    said = f"cell {exc.exec_count} ran past {timeout} s and was interrupted"
+                    raise CellTimeoutError(said) from exc
+                raise
             return
         import nbformat
 
@@ -139,6 +156,6 @@ def execute(
         if parameters:
             inject(nb, parameters)
         try:
-            client(nb, cwd / notebook.name, timeout, kernel=kernel).execute()
+            client(nb, cwd / notebook.name, timeout or None, kernel=kernel).execute()
         finally:
             nbformat.write(nb, str(output))
