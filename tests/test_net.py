@@ -32,3 +32,12 @@ def test_free_port_never_hands_out_the_same_port_twice_in_a_row(monkeypatch):
     monkeypatch.setattr(net, "_os_port", lambda host: next(offered))
     monkeypatch.setattr(net, "_RECENT", net.collections.deque(maxlen=256))
     assert [net.free_port(), net.free_port()] == [50001, 50002]
+
+
+def test_free_port_never_hands_out_a_port_ray_binds_by_default(monkeypatch):
+    """A LocalCluster's dashboard was once given 44217 while another Ray on the machine was
+    binding its autoscaler's metrics there: the dashboard failed to start."""
+    offered = iter([44217, 8265, 50003])
+    monkeypatch.setattr(net, "_os_port", lambda host: next(offered))
+    monkeypatch.setattr(net, "_RECENT", net.collections.deque(maxlen=256))
+    assert net.free_port() == 50003

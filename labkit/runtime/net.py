@@ -24,6 +24,12 @@ LOCALHOST = "127.0.0.1"
 _RECENT: collections.deque[int] = collections.deque(maxlen=256)
 
 
+#: Ports a Ray on this machine binds without being asked (Ray 2.60's defaults: the GCS, the
+#: dashboard, its agent, the client server, the autoscaler's and the dashboard's metrics). The OS
+#: may offer one of them as free while another Ray is about to bind it: never hand them out.
+RAY_DEFAULT_PORTS = frozenset({6379, 8265, 10001, 44217, 44227, 52365})
+
+
 def _os_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -31,11 +37,11 @@ def _os_port(host: str) -> int:
 
 
 def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port that is free on ``host`` right now (the OS picks it), and not one this
-    process handed out lately."""
+    """A TCP port that is free on ``host`` right now (the OS picks it), not one this process
+    handed out lately, and not one of :data:`RAY_DEFAULT_PORTS`."""
     for _ in range(100):
         port = _os_port(host)
-        if port not in _RECENT:
+        if port not in _RECENT and port not in RAY_DEFAULT_PORTS:
             break
     _RECENT.append(port)
     return port
