@@ -122,11 +122,16 @@ def lesson_modules(notebook: Path, package: Path | None = None) -> set[str]:
     return reached
 
 
+def _folder(notebook: Path) -> str:
+    """Where a notebook lives in the repository: ``bench/`` for a lab report, else ``notebooks/``."""
+    return "bench" if notebook.name.startswith("lab_") else "notebooks"
+
+
 def touched_lessons(changed: list[str], lessons: list[Path]) -> tuple[list[Path], list[Path]]:
     """``(lessons whose notebook changed, lessons reached only through a changed module)``."""
     changed_set = set(changed)
     changed_modules = {module_of(p) for p in changed} - {None}
-    direct = [p for p in lessons if f"notebooks/{p.name}" in changed_set]
+    direct = [p for p in lessons if f"{_folder(p)}/{p.name}" in changed_set]
     through = [p for p in lessons if p not in direct and lesson_modules(p) & changed_modules]
     return direct, through
 
@@ -214,3 +219,20 @@ def rerun_plan(
             f"touched but not rerun, over the budget: {names(left)} (RERUN=all runs every lesson)"
         )
     return run, lines
+
+
+def lab_plan(reports: list[Path], day: int, *, base: str | None = None) -> tuple[list[Path], str]:
+    """The lab reports ``make test`` runs, and a line that says why: those the submission
+    touches (their notebook, or a ``labkit`` module they reach, changed since ``base``: by default
+    :func:`session_base`), and the day's in turn (one a day), so that each still runs within a
+    week. The others wait for their day (and for ``labkit small --rotation`` in the journeys stage)."""
+    base = base or session_base()
+    direct, through = touched_lessons(changed_files(base), reports)
+    pick = reports[day % len(reports)] if reports else None
+    run = [p for p in reports if p in direct or p in through or p == pick]
+    left = [p.stem for p in reports if p not in run]
+    why = (
+        f"lab reports touched: {' '.join(p.stem for p in direct + through) or '-'}; "
+        f"day {day}'s: {pick.stem if pick else '-'}; left to their days: {' '.join(left) or '-'}"
+    )
+    return run, why
