@@ -14,6 +14,10 @@
 * **A record per request:** its start (seconds after the run began), latency, HTTP status
   (``0`` when no response came: refused, reset or timed out), the ``version`` and ``replica``
   fields of a JSON answer when present, and the error text.
+* **Streams.** With ``stream=True`` the answer is read line by line as it arrives (one token
+  per line, as lesson 13's endpoint sends them): each request also records its time to the
+  first line (``ttft_ms``) and the gaps between lines (``gaps_ms``); lines that arrive in one
+  read count as gaps of 0, which is what the client saw.
 
 Built on ``aiohttp`` (Ray installs it). The event loop runs in a thread of its own, so
 :func:`start` returns at once and works inside Jupyter's running loop: a notebook can deploy
@@ -73,6 +77,8 @@ class Request:
     version: str | None = None  # the answer's "version" field, if any
     replica: str | None = None  # the answer's "replica" field, if any
     error: str | None = None
+    ttft_ms: float | None = None  # stream=True: time to the first line of the answer
+    gaps_ms: tuple[float, ...] = ()  # stream=True: time between consecutive lines
 
     @property
     def ok(self) -> bool:
@@ -105,6 +111,17 @@ class LoadResult:
         values = [r.latency_ms for r in self.requests if r.ok or not ok_only]
         return float(np.percentile(values, q)) if values else float("nan")
 
+    def ttft_ms(self, q: float) -> float:
+        """The ``q``-th percentile of time to the first streamed line (``stream=True`` runs)."""
+        values = [r.ttft_ms for r in self.requests if r.ok and r.ttft_ms is not None]
+        return float(np.percentile(values, q)) if values else float("nan")
+
+    def gap_ms(self, q: float) -> float:
+        """The ``q``-th percentile of the time between streamed lines, over every answered
+        request's gaps (``stream=True`` runs)."""
+        values = [g for r in self.requests if r.ok for g in r.gaps_ms]
+        return float(np.percentile(values, q)) if values else float("nan")
+
     def statuses(self) -> dict[int, int]:
         """How many requests ended with each status (0: no response)."""
         counts: dict[int, int] = {}
@@ -118,6 +135,7 @@ class LoadResult:
 
         rows = [asdict(r) | {"ok": r.ok} for r in self.requests]
         columns = ["start_s", "latency_ms", "status", "version", "replica", "error", "ok"]
+        columns += ["ttft_ms", "gaps_ms"]
         return pd.DataFrame(rows, columns=columns).sort_values("start_s", ignore_index=True)
 
     def summary(self) -> str:
@@ -190,12 +208,14 @@ def start(
     payload: Payload | Callable[[int], Payload] = None,
     timeout_s: float = 10.0,
     headers: dict[str, str] | None = None,
+    stream: bool = False,
 ) -> LoadRun:
     """Start a bounded load run against ``url`` in the background; see the module docstring.
 
     Exactly one of ``concurrency`` (closed loop) and ``rate_per_s`` (open loop) is given.
     ``payload`` is sent as JSON with POST (bytes or str as they are); a callable gets the
-    request's index; ``None`` sends GET.
+    request's index; ``None`` sends GET. ``stream=True`` reads the answer line by line and
+    records each request's time to its first line and the gaps between lines.
     """
     check_loopback(url)
     _bounded("n_requests", n_requests, MAX_REQUESTS)
@@ -207,7 +227,9 @@ def start(
         _bounded("concurrency", concurrency, MAX_IN_FLIGHT)
     else:
         _bounded("rate_per_s", rate_per_s, 10_000)
-    plan = _Plan(url, int(n_requests), float(duration_s), concurrency, rate_per_s, payload)
+    plan = _Plan(
+        url, int(n_requests), float(duration_s), concurrency, rate_per_s, payload, stream=stream
+    )
     return LoadRun(lambda run: asyncio.run(_run(plan, run, timeout_s, headers=headers or {})))
 
 
@@ -225,8 +247,20 @@ def _body(payload: Payload | Callable[[int], Payload], i: int) -> tuple[str, dic
     return "POST", {"json": value}
 
 
+async def _lines(resp, start: float) -> tuple[str, float | None, tuple[float, ...]]:
+    """Read a streamed answer line by line: its text, the time to its first non-empty line
+    and the gaps between lines (ms)."""
+    text, stamps = [], []
+    async for line in resp.content:
+        stamps.append(time.perf_counter())
+        text.append(line.decode("utf-8", errors="replace"))
+    stamps = [t for t, line in zip(stamps, text, strict=True) if line.strip()]
+    first = (stamps[0] - start) * 1e3 if stamps else None
+    return "".join(text), first, tuple((b - a) * 1e3 for a, b in zip(stamps, stamps[1:]))
+
+
 async def _one(
-    session, url: str, i: int, *, payload, t0: float, due: float | None = None
+    session, url: str, i: int, *, payload, t0: float, due: float | None = None, stream=False
 ) -> Request:
     """Send request ``i``; its latency counts from ``due`` (its slot in an open loop's schedule,
     so waiting for a free connection counts too) or else from when it is sent."""
@@ -234,11 +268,14 @@ async def _one(
 
     method, kwargs = _body(payload, i)
     start = time.perf_counter() if due is None else due
-    status, version, replica, error = 0, None, None, None
+    status, version, replica, error, first, gaps = 0, None, None, None, None, ()
     try:
         async with session.request(method, url, **kwargs) as resp:
             status = resp.status
-            text = await resp.text()
+            if stream and 200 <= status < 300:
+                text, first, gaps = await _lines(resp, start)
+            else:
+                text = await resp.text()
         try:
             answer = json.loads(text)
         except ValueError:
@@ -252,7 +289,16 @@ async def _one(
     except (TimeoutError, aiohttp.ClientError, OSError) as err:
         error = f"{type(err).__name__}: {err}"[:200]
     end = time.perf_counter()
-    return Request(start - t0, (end - start) * 1e3, status, version, replica, error)
+    return Request(
+        start - t0,
+        (end - start) * 1e3,
+        status,
+        version,
+        replica,
+        error,
+        ttft_ms=first,
+        gaps_ms=gaps,
+    )
 
 
 @dataclass(frozen=True)
@@ -263,6 +309,7 @@ class _Plan:
     concurrency: int | None
     rate_per_s: float | None
     payload: Payload | Callable[[int], Payload]
+    stream: bool = False
 
 
 async def _run(
@@ -293,7 +340,9 @@ async def _run(
                 while more():
                     i = issued
                     issued += 1
-                    records.append(await _one(session, url, i, payload=payload, t0=t0))
+                    records.append(
+                        await _one(session, url, i, payload=payload, t0=t0, stream=plan.stream)
+                    )
 
             await asyncio.gather(*(client() for _ in range(plan.concurrency)))
             mode = "closed"
@@ -303,7 +352,11 @@ async def _run(
 
             async def sent(i: int, due: float) -> None:
                 async with gate:
-                    records.append(await _one(session, url, i, payload=payload, t0=t0, due=due))
+                    records.append(
+                        await _one(
+                            session, url, i, payload=payload, t0=t0, due=due, stream=plan.stream
+                        )
+                    )
 
             interval = 1.0 / plan.rate_per_s
             while more():

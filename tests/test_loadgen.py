@@ -42,6 +42,14 @@ class Server:
                 return web.Response(status=500, text="boom")
             if request.path == "/text":
                 return web.Response(text="plain")
+            if request.path == "/stream":  # three lines, 50 ms apart, the first after 100 ms
+                resp = web.StreamResponse()
+                await resp.prepare(request)
+                for k in range(3):
+                    await asyncio.sleep(0.1 if k == 0 else 0.05)
+                    await resp.write(f'"t{k}"\n'.encode())
+                await resp.write_eof()
+                return resp
             return web.json_response({"version": "v7", "replica": "r1"})
         finally:
             self.in_flight -= 1
@@ -179,3 +187,18 @@ def test_background_run_can_be_stopped_early():
         result = running.result(timeout=10)
     assert result.stopped_by == "stop()" and 3 <= result.n_requests < 100_000
     assert running.done()
+
+
+def test_a_streamed_answer_records_its_first_line_and_the_gaps_between_lines():
+    with Server() as server:
+        result = loadgen.run(
+            server.url + "/stream", n_requests=4, duration_s=30, concurrency=2, stream=True
+        )
+        plain = loadgen.run(server.url + "/stream", n_requests=1, duration_s=30, concurrency=1)
+    assert result.n_failed == 0
+    for r in result.requests:
+        assert len(r.gaps_ms) == 2  # three lines
+        assert 0 < r.ttft_ms < r.latency_ms  # the first line came before the end
+    assert result.ttft_ms(50) >= 90 and result.gap_ms(50) >= 40  # the server's sleeps
+    assert plain.requests[0].ttft_ms is None and plain.requests[0].gaps_ms == ()
+    assert "ttft_ms" in result.frame().columns
