@@ -108,7 +108,7 @@ test-exercises: install
 	  $(VENV)/bin/labkit exercises --check $(if $(RUN),--run $(NB))
 
 # Run All twice in one kernel (the first time without teardown), as a learner re-runs a lesson:
-# the lesson of the day (each of 00-12 in turn, one per day of the year), then the lessons the
+# the lesson of the day (each of 00-13 in turn, one per day of the year), then the lessons the
 # submission touches (their notebook, or a labkit module they reach, changed in the commits
 # within 3 h of HEAD, or after RERUN_BASE) while 1.5 x their header's smoke time fits in 300 s;
 # the log names what it runs and what it leaves out. RERUN=all runs every lesson twice;

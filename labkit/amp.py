@@ -6,7 +6,7 @@ what lesson 07 teaches, so it is written in the lesson's cells and handed to
 :func:`measure_config`; :func:`make_step` is the step 07 taught, for the lab report that comes
 after it (``bench/lab_amp``). Whether AMP is *faster* depends on the hardware: measure it.
 
-Used in: 07, 12, lab_amp.
+Used in: 07, 12, 13, lab_amp.
 """
 
 from __future__ import annotations

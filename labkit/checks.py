@@ -14,7 +14,7 @@ Notebook cells that use it carry the tag ``blog-error``.
 
 **wait_until**: poll for something Ray does in the background, with a timeout.
 
-Used in: 01-12, lab_objects.
+Used in: 01-13, lab_objects.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ JSON that Python's ``json`` module would refuse to write (``NaN``, ``Infinity``,
 invalid UTF-8) reaches the server as a client could send it. Everything goes to loopback, a
 bounded number of requests, one at a time.
 
-Used in: 09, 11.
+Used in: 09, 11, 13.
 """
 
 from __future__ import annotations

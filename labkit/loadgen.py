@@ -23,7 +23,7 @@ Built on ``aiohttp`` (Ray installs it). The event loop runs in a thread of its o
 :func:`start` returns at once and works inside Jupyter's running loop: a notebook can deploy
 a new version while the load runs, then call :meth:`LoadRun.result`.
 
-Used in: 09, 11, 12, lab_serve.
+Used in: 09, 11-13, lab_serve.
 """
 
 from __future__ import annotations
@@ -333,6 +333,10 @@ async def _run(
     async with aiohttp.ClientSession(
         timeout=timeout, connector=connector, headers=headers
     ) as session:
+
+        async def send(i: int, due: float | None = None) -> Request:
+            return await _one(session, url, i, payload=payload, t0=t0, due=due, stream=plan.stream)
+
         if plan.concurrency is not None:
 
             async def client() -> None:
@@ -340,9 +344,7 @@ async def _run(
                 while more():
                     i = issued
                     issued += 1
-                    records.append(
-                        await _one(session, url, i, payload=payload, t0=t0, stream=plan.stream)
-                    )
+                    records.append(await send(i))
 
             await asyncio.gather(*(client() for _ in range(plan.concurrency)))
             mode = "closed"
@@ -352,11 +354,7 @@ async def _run(
 
             async def sent(i: int, due: float) -> None:
                 async with gate:
-                    records.append(
-                        await _one(
-                            session, url, i, payload=payload, t0=t0, due=due, stream=plan.stream
-                        )
-                    )
+                    records.append(await send(i, due=due))
 
             interval = 1.0 / plan.rate_per_s
             while more():

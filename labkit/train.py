@@ -5,7 +5,7 @@ hosted (one process, ``torch.distributed`` processes, Ray Train workers), not fr
 Timing is taken inside the loop, apart from start-up, and split into time spent waiting for
 data and time spent computing.
 
-Used in: 06-08, 11, lab_data, lab_train.
+Used in: 06-08, 11, 13, lab_data, lab_train.
 """
 
 from __future__ import annotations

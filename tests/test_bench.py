@@ -4,7 +4,7 @@ report has no exercises; its records go where the lessons' do, and its outputs n
 this machine outside the repository (the site publishes them).
 
 Which ones run: those the submission touches (their notebook, or a ``labkit`` module they reach)
-and the day's in turn (``touched.lab_plan``): seven lab reports took about 260 s of the CI box's
+and the day's in turn (``touched._lab_plan``): seven lab reports took about 260 s of the CI box's
 60 minutes, and lesson 13 needed the room. ``LABKIT_LABS=all`` runs every one."""
 
 import os
@@ -22,7 +22,7 @@ REPORTS = sorted((ROOT / "bench").glob("lab_*.ipynb"))
 def _chosen() -> tuple[list[Path], str]:
     if os.environ.get("LABKIT_LABS") == "all":
         return REPORTS, "LABKIT_LABS=all: every lab report"
-    return touched.lab_plan(REPORTS, time.localtime().tm_yday, base=os.environ.get("RERUN_BASE"))
+    return touched._lab_plan(REPORTS, time.localtime().tm_yday, base=os.environ.get("RERUN_BASE"))
 
 
 def test_there_are_lab_reports():

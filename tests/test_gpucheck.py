@@ -25,7 +25,8 @@ def test_default_checks_go_in_issue_27s_order_with_07_first_and_06_last():
     assert [n for n, _ in names[1:5]] == ["12", "08", "09", "11"]  # never run on a GPU yet
     assert {s for n, s in names[1:-1]} == {"small"}
     assert [c.notebook for c in gpucheck.plan(gpucheck.CHECKS, 420)] == ["07", "12", "00"]
-    assert len(gpucheck.plan(gpucheck.CHECKS, 1200)) == len(gpucheck.CHECKS)
+    assert len(gpucheck.plan(gpucheck.CHECKS, 1400)) == len(gpucheck.CHECKS)
+    assert "13" in [c.notebook for c in gpucheck.CHECKS]  # the language model, at small
 
 
 def test_gpu_slug_names_the_machine():

@@ -98,8 +98,8 @@ def test_rerun_plan_names_what_it_runs_skips_and_leaves_out(tmp_path, monkeypatc
 def test_lab_plan_runs_the_touched_lab_reports_and_the_days(tmp_path, monkeypatch):
     reports = [_lesson(tmp_path / f"lab_{n}.ipynb", "print(1)\n", "`smoke` ≈ 30 s") for n in "abc"]
     monkeypatch.setattr(touched, "changed_files", lambda base: ["bench/lab_c.ipynb"])
-    run, why = touched.lab_plan(reports, day=0, base="b")
+    run, why = touched._lab_plan(reports, day=0, base="b")
     assert run == [reports[0], reports[2]]  # day 0's (lab_a) and the touched one (lab_c)
     assert "touched: lab_c" in why and "day 0's: lab_a" in why and "their days: lab_b" in why
-    run, _ = touched.lab_plan(reports, day=2, base="b")
+    run, _ = touched._lab_plan(reports, day=2, base="b")
     assert run == [reports[2]]  # the day's and the touched one are the same

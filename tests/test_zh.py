@@ -583,3 +583,15 @@ def test_labkit_zh_english_lists_a_chinese_runs_english_lines(tmp_path, capsys):
     assert "cell c1: the loop waited for data most of the time" in capsys.readouterr().out
     assert main(["zh", "english", run_of("循环大部分时间在等数据\n")]) == 0
     assert "0 English-only lines" in capsys.readouterr().out
+
+
+def test_a_check_message_over_two_lines_is_keyed_on_one_and_translated_whole():
+    source = (
+        'assert ok, (\n    f"expected {a} tokens, "\n    f"got {b}"\n)\nprint("✓ correct")\n'
+    )
+    cell = {"cell_type": "code", "source": source, "metadata": {"tags": ["check"]}}
+    key = 'f"expected {a} tokens, " ⏎ f"got {b}"'
+    assert key in zh._said(cell)
+    out = zh.translate_code(source, [(key, 'f"应为 {a} 个 token，实际 {b}"')])
+    assert 'f"应为 {a} 个 token，实际 {b}"' in out
+    compile(out, "check", "exec")

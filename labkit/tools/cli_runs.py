@@ -131,7 +131,7 @@ ROTATION_SKIPS = ("04",)
 
 def rotation_pick(day_of_year: int, lessons: list[Path], chosen: list[Path]) -> Path | None:
     """The lesson a day's rerun pass adds: each lesson not already ``chosen`` (nor in
-    :data:`ROTATION_SKIPS`) in turn, one a day, so that every lesson (10, 11 and 12 too) runs
+    :data:`ROTATION_SKIPS`) in turn, one a day, so that every lesson (10 to 13 too) runs
     twice in CI within as many days as there are candidates. None when there is none."""
     candidates = [
         path for path in lessons if path not in chosen and path.name[:2] not in ROTATION_SKIPS
@@ -177,7 +177,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def small_rotation() -> list[Path]:
-    """What the ``small`` rotation runs, one a day: every lesson, then every lab report (20
+    """What the ``small`` rotation runs, one a day: every lesson, then every lab report (21
     today, so each comes round within three weeks)."""
     return notebooks_to_run([]) + sorted((params.repo_root() / "bench").glob("lab_*.ipynb"))
 

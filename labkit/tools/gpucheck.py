@@ -34,8 +34,8 @@ class Check:
 
 # In the order issue 27 asks for, with the seconds each took on one H200 with 16 cores
 # (results/nvidia-h200/2026-12-01-efae0ac) where it ran there: 07 at full holds the AMP / MFU
-# measurement and the 1-GPU Ray Train path; then 12, 08, 09 and 11 at small, which have never run
-# on a GPU (their seconds are estimates from the 2-core CPU box's smoke runs, times two: replace
+# measurement and the 1-GPU Ray Train path; then 12, 08, 09, 11 and 13 at small, which have never
+# run on a GPU (their seconds are estimates from the 2-core CPU box's smoke runs, times two: replace
 # them with the first GPU run's); then the small ones that put real GPUs into sessions, actors and
 # a local cluster; 06 at full (Ray Data feeding a GPU) last.
 CHECKS: tuple[Check, ...] = (
@@ -44,6 +44,13 @@ CHECKS: tuple[Check, ...] = (
     Check("08", "small", 90, "Tune trials with GPU shares (estimate)"),
     Check("09", "small", 180, "Serve replicas with GPU shares (estimate)"),
     Check("11", "small", 120, "the capstone: bf16 Train fit and Serve on a GPU (estimate)"),
+    Check(
+        "13",
+        "small",
+        200,
+        "the language model: bf16 pretraining, generation on GPU actors, "
+        "token streaming from Serve (estimate)",
+    ),
     Check("00", "small", 40, "real GPUs in a session"),
     Check("02", "small", 55, "GPU actors, pending when GPUs run out"),
     Check("04", "small", 75, "GPU scheduling on a local cluster next to real GPUs"),

@@ -123,7 +123,7 @@ def lesson_modules(notebook: Path, package: Path | None = None) -> set[str]:
 
 
 def _folder(notebook: Path) -> str:
-    """Where a notebook lives in the repository: ``bench/`` for a lab report, else ``notebooks/``."""
+    """Where a notebook lives: ``bench/`` for a lab report, else ``notebooks/``."""
     return "bench" if notebook.name.startswith("lab_") else "notebooks"
 
 
@@ -221,11 +221,12 @@ def rerun_plan(
     return run, lines
 
 
-def lab_plan(reports: list[Path], day: int, *, base: str | None = None) -> tuple[list[Path], str]:
+def _lab_plan(reports: list[Path], day: int, *, base: str | None = None) -> tuple[list[Path], str]:
     """The lab reports ``make test`` runs, and a line that says why: those the submission
     touches (their notebook, or a ``labkit`` module they reach, changed since ``base``: by default
     :func:`session_base`), and the day's in turn (one a day), so that each still runs within a
-    week. The others wait for their day (and for ``labkit small --rotation`` in the journeys stage)."""
+    week. The others wait for their day (and for ``labkit small --rotation`` in the journeys
+    stage)."""
     base = base or session_base()
     direct, through = touched_lessons(changed_files(base), reports)
     pick = reports[day % len(reports)] if reports else None

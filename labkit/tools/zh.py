@@ -382,7 +382,7 @@ def _said(cell: dict, elsewhere: frozenset[str] = frozenset()) -> list[str]:
     source = _source(cell)
     said = [text for _, _, text in comments(source)]
     if "check" in cell.get("metadata", {}).get("tags", []):
-        said += check_messages(source)
+        said += [said_key(message) for message in check_messages(source)]
     said += [said_key(text) for _, _, text in said_literals(source, elsewhere)]
     return list(dict.fromkeys(said))
 
@@ -403,8 +403,8 @@ def translate_code(
         if said_key(text) in chinese:
             out = out[:start] + chinese[said_key(text)] + out[end:]
     for message in check_messages(out):  # a check's messages: string literals, whole
-        if message in chinese:
-            out = out.replace(message, chinese[message])
+        if said_key(message) in chinese:
+            out = out.replace(message, chinese[said_key(message)])
     return out
 
 
