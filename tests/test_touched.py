@@ -103,3 +103,23 @@ def test_lab_plan_runs_the_touched_lab_reports_and_the_days(tmp_path, monkeypatc
     assert "touched: lab_c" in why and "day 0's: lab_a" in why and "their days: lab_b" in why
     run, _ = touched._lab_plan(reports, day=2, base="b")
     assert run == [reports[2]]  # the day's and the touched one are the same
+
+
+def test_a_module_whose_docstrings_alone_changed_touches_no_lesson(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    mod = tmp_path / "labkit" / "m.py"
+    mod.parent.mkdir()
+    mod.write_text('"""Used in: 01."""\n\n\ndef f():\n    """One."""\n    return 1  # one\n')
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a", "--allow-empty")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "b")
+    base = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    mod.write_text('"""Used in: 01, 13."""\n\n\ndef f():\n    """Said again."""\n    return 1\n')
+    assert touched.changed_files(base, root=tmp_path) == []  # a caption and a comment
+    mod.write_text('"""Used in: 01."""\n\n\ndef f():\n    return 2\n')
+    assert touched.changed_files(base, root=tmp_path) == ["labkit/m.py"]

@@ -48,10 +48,39 @@ def session_base(root: Path | None = None, hours: float = SESSION_HOURS) -> str 
 
 def changed_files(base: str | None, root: Path | None = None) -> list[str]:
     """Paths changed since ``base`` (commits, and edits to tracked files not yet committed; a new
-    file counts once it is added); every tracked file when ``base`` is None."""
+    file counts once it is added); every tracked file when ``base`` is None. A Python module
+    whose code is the same, only its docstrings or comments changed (a ``Used in:`` caption),
+    is left out: no lesson runs differently for it."""
     if base is None:
         return _git("ls-files", root=root).splitlines()
-    return [p for p in _git("diff", "--name-only", base, root=root).splitlines() if p]
+    paths = [p for p in _git("diff", "--name-only", base, root=root).splitlines() if p]
+    return [p for p in paths if not p.endswith(".py") or _code_changed(p, base, root=root)]
+
+
+def _code(source: str) -> str:
+    """A module's code without its docstrings (comments are not in the tree either)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _code_changed(path: str, base: str, *, root: Path | None = None) -> bool:
+    """Whether the code of ``path`` differs from ``base``'s (a new, removed or unparsable file
+    counts as changed)."""
+    now = (root or repo_root()) / path
+    try:
+        return _code(_git("show", f"{base}:{path}", root=root)) != _code(now.read_text())
+    except (subprocess.CalledProcessError, OSError, SyntaxError):
+        return True
 
 
 def _module_imports(path: Path) -> set[str]:
