@@ -123,3 +123,28 @@ def test_a_module_whose_docstrings_alone_changed_touches_no_lesson(tmp_path):
     assert touched.changed_files(base, root=tmp_path) == []  # a caption and a comment
     mod.write_text('"""Used in: 01."""\n\n\ndef f():\n    return 2\n')
     assert touched.changed_files(base, root=tmp_path) == ["labkit/m.py"]
+
+
+def test_cluster_plan_runs_the_touched_lessons_then_the_days_within_the_budget(
+    tmp_path, monkeypatch
+):
+    a = _lesson(tmp_path / "01_a.ipynb", "print(1)\n", "`smoke` ≈ 60 s")
+    b = _lesson(tmp_path / "02_b.ipynb", "print(1)\n", "`smoke` ≈ 2 min")
+    c = _lesson(tmp_path / "03_c.ipynb", "print(1)\n", "`smoke` ≈ 30 s")
+    monkeypatch.setattr(touched, "changed_files", lambda base: ["notebooks/02_b.ipynb"])
+    run, why = touched.cluster_plan([a, b, c], day=0, budget_s=200, base="b")
+    assert run == [a, b]  # 02 touched (120 s), then 01 fits (180 s), 03 would not
+    assert "touched: 02" in why and "left to their days: 03" in why
+    run, _ = touched.cluster_plan([a, b, c], day=1, budget_s=200, base="b")
+    assert run == [b, c]  # the day's rotation starts at 03 now
+    run, _ = touched.cluster_plan([a, b, c], day=0, budget_s=0, base="b")
+    assert run == [b]  # a touched lesson runs whatever the budget
+
+
+def test_test_cluster_runs_the_named_lessons_all_or_the_plan(monkeypatch):
+    from labkit.tools import clustercheck
+
+    assert clustercheck.chosen(["09"], ["00", "09"], budget_s=0) == ["09"]
+    assert clustercheck.chosen(["all"], ["00", "09"], budget_s=0) == ["00", "09"]
+    monkeypatch.setattr(touched, "cluster_plan", lambda paths, day, **kw: (paths[1:], "why"))
+    assert clustercheck.chosen([], ["00", "09"], budget_s=0) == ["09"]

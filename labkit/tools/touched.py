@@ -266,3 +266,28 @@ def _lab_plan(reports: list[Path], day: int, *, base: str | None = None) -> tupl
         f"day {day}'s: {pick.stem if pick else '-'}; left to their days: {' '.join(left) or '-'}"
     )
     return run, why
+
+
+def cluster_plan(
+    lessons: list[Path], day: int, *, budget_s: float, base: str | None = None
+) -> tuple[list[Path], str]:
+    """The joining lessons ``make test-cluster`` runs, and a line that says why: every one the
+    submission touches (its notebook, or a ``labkit`` module it reaches, changed since ``base``:
+    by default :func:`session_base`), then the others from the day's place in turn while their
+    headers' `smoke` times still fit ``budget_s``. The rest wait for their day."""
+    base = base or session_base()
+    direct, through = touched_lessons(changed_files(base), lessons)
+    run = direct + through
+    cost = sum(smoke_seconds(p) for p in run)
+    for path in _rotated([p for p in lessons if p not in run], day):
+        if cost + smoke_seconds(path) <= budget_s:
+            run.append(path)
+            cost += smoke_seconds(path)
+    run.sort()
+    left = [p.name[:2] for p in lessons if p not in run]
+    why = (
+        f"touched: {' '.join(p.name[:2] for p in direct + through) or '-'}; with the day's "
+        f"rotation, {' '.join(p.name[:2] for p in run)} (about {cost:.0f} s by their headers; "
+        f"budget {budget_s:.0f} s); left to their days: {' '.join(left) or '-'}"
+    )
+    return run, why
