@@ -361,6 +361,7 @@ def test_a_long_function_says_why_and_a_short_one_does_not():
 #: Functions whose callers pass every argument by position, which the rule below cannot change.
 POSITIONAL_CALLERS = {
     "train._ddp_worker": "torch.multiprocessing.spawn calls it with (rank, *args)",
+    "runtime.nbexec.output": "nbclient calls its override with (outs, msg, display_id, cell_index)",
 }
 
 

@@ -61,17 +61,64 @@ def _on_timeout(timeout: int | None) -> dict[str, Any]:
     }
 
 
-def client(nb, path: str | Path, timeout: int | None, *, kernel: str = "python3"):
-    """An ``nbclient.NotebookClient`` for ``nb``, run in the folder of ``path``."""
+def client(
+    nb,
+    path: str | Path,
+    timeout: int | None,
+    *,
+    kernel: str = "python3",
+    max_output: int | None = None,
+    **options: Any,
+):
+    """An ``nbclient.NotebookClient`` for ``nb``, run in the folder of ``path``. With
+    ``max_output``, each cell keeps at most that many bytes of output (errors always), then one
+    line saying the rest was cut (``labkit grade``: a learner's answer that prints forever).
+    ``options`` go to the client (``allow_errors=True``, ``shutdown_kernel="immediate"``)."""
     import nbclient
 
-    return nbclient.NotebookClient(
+    kind = nbclient.NotebookClient if max_output is None else _capped(max_output)
+    return kind(
         nb,
         timeout=timeout,
         kernel_name=kernel,
         resources={"metadata": {"path": str(Path(path).parent)}},
         **_on_timeout(timeout),
+        **options,
     )
+
+
+def cut_note(max_output: int) -> str:
+    """The line a capped client (:func:`client`) leaves where it cut a cell's output."""
+    return f"[labkit: output cut past {max_output:,} bytes]\n"
+
+
+def _capped(max_output: int):
+    """A ``NotebookClient`` class that keeps at most ``max_output`` bytes of a cell's output."""
+    import json
+
+    import nbclient
+    import nbformat
+
+    note = cut_note(max_output)
+
+    class Capped(nbclient.NotebookClient):
+        def output(self, outs, msg, display_id, cell_index):  # nbclient's own signature
+            if msg["msg_type"] == "error":
+                return super().output(outs, msg, display_id, cell_index)
+            if any(o.get("output_type") == "stream" and o.get("text") == note for o in outs):
+                return None
+            used = sum(len(json.dumps(o)) for o in outs)
+            content = msg.get("content", {})
+            if used + len(json.dumps(content)) <= max_output:
+                return super().output(outs, msg, display_id, cell_index)
+            if msg["msg_type"] == "stream":  # keep the first part of what it printed
+                text = content.get("text", "")[: max(0, max_output - used)]
+                cut = {**msg, "content": {**content, "text": text}}
+                super().output(outs, cut, None, cell_index)
+            outs.append(nbformat.v4.new_output("stream", name="stderr", text=note))
+            return None
+
+    return Capped
 
 
 class CellTimeoutError(RuntimeError):

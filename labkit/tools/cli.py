@@ -1,7 +1,8 @@
 """``labkit``: the command line. Each verb lives with its family, whose ``register`` adds it:
 :mod:`~labkit.tools.cli_machine` (doctor, clean, lab, cluster), :mod:`~labkit.tools.cli_runs`
-(run, rerun, small), :mod:`~labkit.tools.cli_bench` (bench, gpu-check) and
-:mod:`~labkit.tools.cli_edition` (exercises, zh, site, blog-table, guard).
+(run, rerun, small), :mod:`~labkit.tools.cli_bench` (bench, gpu-check),
+:mod:`~labkit.tools.cli_edition` (exercises, zh, site, blog-table, guard) and
+:mod:`~labkit.tools.grade` (grade).
 
 Used in: no lesson or lab report.
 """
@@ -11,10 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from labkit.tools import cli_bench, cli_edition, cli_machine, cli_runs
+from labkit.tools import cli_bench, cli_edition, cli_machine, cli_runs, grade
 
 #: The verb families, in the order ``labkit --help`` lists their verbs.
-FAMILIES = (cli_machine, cli_runs, cli_bench, cli_edition)
+FAMILIES = (cli_machine, cli_runs, cli_bench, cli_edition, grade)
 
 
 def build_parser() -> argparse.ArgumentParser:
