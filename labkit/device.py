@@ -1,6 +1,6 @@
 """Choose the torch device honestly, and tell real GPUs from Ray's logical ones.
 
-Used in: 04, 06-09, 11-13, lab_amp, lab_data, lab_train.
+Used in: 04, 06-09, 11-13, lab_amp, lab_data, lab_lm, lab_train.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Every performance statement in a lesson is a ratio against a baseline measured i
 and every figure is recorded with :func:`record` so papermill runs can be collected.
 This module imports no Ray, so it can time anything.
 
-Used in: 00-13, lab_amp, lab_data, lab_objects, lab_serve, lab_tasks, lab_train, lab_yardsticks.
+Used in: 00-13, lab_amp, lab_data, lab_lm, lab_objects, lab_serve, lab_tasks, lab_train,
+lab_yardsticks.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The small torch models the lessons share (sized for 2 CPU cores at smoke, a GPU at full).
 
-Used in: 06-09, 11-13, lab_data.
+Used in: 06-09, 11-13, lab_data, lab_lm.
 """
 
 from __future__ import annotations

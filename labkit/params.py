@@ -11,7 +11,8 @@ A bad value raises :class:`ParameterError` at once, before Ray starts, naming th
 ``DEVICE=cuda`` on a machine where torch cannot use CUDA raises :class:`labkit.device.DeviceError`
 at the same point, in every notebook. This module imports no Ray, and torch only for that check.
 
-Used in: 00-13, lab_amp, lab_data, lab_objects, lab_serve, lab_tasks, lab_train, lab_yardsticks.
+Used in: 00-13, lab_amp, lab_data, lab_lm, lab_objects, lab_serve, lab_tasks, lab_train,
+lab_yardsticks.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Every chart has a title and labelled axes with units; :func:`save` also writes it as a PNG next
 to the notebook's records so a papermill run keeps its figures.
 
-Used in: 00-13, lab_amp, lab_data, lab_objects, lab_serve, lab_tasks, lab_train, lab_yardsticks.
+Used in: 00-13, lab_amp, lab_data, lab_lm, lab_objects, lab_serve, lab_tasks, lab_train,
+lab_yardsticks.
 """
 
 from __future__ import annotations

@@ -323,7 +323,8 @@ SCALE_KEY = re.compile(
     r"^(n_[a-z_]+"  # counts: n_rows, n_tasks, n_files
     r"|[a-z_]+_(s|ms|mb|gb|bytes)"  # sizes and durations carry their unit
     r"|([a-z_]+_)?(repeats|steps|epochs)"  # repetitions
-    r"|batch_size|hidden|depth|gpt|amp_models|prime_limit|max_workers|prefetch_batches|tests)$"
+    r"|batch_size|hidden|depth|gpt|amp_models|prime_limit|max_workers|prefetch_batches|tests"
+    r"|pool_sizes|batch_sizes)$"  # a lab report's swept lists
 )
 
 

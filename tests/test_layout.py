@@ -409,17 +409,23 @@ def _size_table(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "report, shared",
+    "report, lesson, shared",
     [
-        ("lab_train", ["n_rows", "hidden", "depth", "epochs", "batch_size", "n_cpu_workers"]),
-        ("lab_amp", ["gpt"]),
+        (
+            "lab_train",
+            "07_train_ddp_amp",
+            ["n_rows", "hidden", "depth", "epochs", "batch_size", "n_cpu_workers"],
+        ),
+        ("lab_amp", "07_train_ddp_amp", ["gpt"]),
+        ("lab_lm", "13_language_model", ["gpt", "n_new_tokens"]),
     ],
 )
-def test_a_lab_reports_copy_of_its_lessons_sizes_is_the_lessons(report, shared):
+def test_a_lab_reports_copy_of_its_lessons_sizes_is_the_lessons(report, lesson, shared):
     """Issue 42: lab_train runs "lesson 07's DDP job at each SIZE" and lab_amp "the decoder's
-    shape (07's at each SIZE)", as their set-up cells say; a change to 07's table that the
-    reports do not follow fails here, naming the row."""
-    lesson = _size_table(ROOT / "notebooks" / "07_train_ddp_amp.ipynb")
+    shape (07's at each SIZE)", as their set-up cells say (and lab_lm 13's decoder and tokens
+    per prompt); a change to the lesson's table that the report does not follow fails here,
+    naming the row."""
+    table = _size_table(ROOT / "notebooks" / f"{lesson}.ipynb")
     copy = _size_table(ROOT / "bench" / f"{report}.ipynb")
-    differ = [k for k in shared if copy.get(k) != lesson.get(k)]
-    assert not differ, f"{report}'s by_size rows {differ} are not lesson 07's: {lesson} vs {copy}"
+    differ = [k for k in shared if copy.get(k) != table.get(k)]
+    assert not differ, f"{report}'s by_size rows {differ} are not {lesson}'s: {table} vs {copy}"

@@ -5,7 +5,7 @@
 * :func:`expected_errors`: a planned failure (a crash drill) reduced to the one line that
   teaches, with a sentence saying it was expected.
 
-Used in: 01, 04, 05, 07-09, 12, 13.
+Used in: 01, 04, 05, 07-09, 12, 13, lab_lm.
 """
 
 from __future__ import annotations

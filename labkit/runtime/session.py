@@ -13,7 +13,8 @@ Idempotent: a second :func:`start` with the same arguments returns the running s
 notebook's Run All again), after shutting down the Serve apps an earlier run left running.
 :meth:`Session.stop` tears down Serve (if started) and then Ray; it never runs ``ray stop``.
 
-Used in: 00-03, 06-13, lab_data, lab_objects, lab_serve, lab_tasks, lab_train, lab_yardsticks.
+Used in: 00-03, 06-13, lab_data, lab_lm, lab_objects, lab_serve, lab_tasks, lab_train,
+lab_yardsticks.
 """
 
 from __future__ import annotations

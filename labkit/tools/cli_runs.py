@@ -177,8 +177,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def small_rotation() -> list[Path]:
-    """What the ``small`` rotation runs, one a day: every lesson, then every lab report (21
-    today, so each comes round within three weeks)."""
+    """What the ``small`` rotation runs, one a day: every lesson, then every lab report (22
+    today, so each comes round within four weeks)."""
     return notebooks_to_run([]) + sorted((params.repo_root() / "bench").glob("lab_*.ipynb"))
 
 
