@@ -76,11 +76,13 @@ def test_grade_sheets_the_planted_copies_and_survives_the_bad_ones(tmp_path):
     _copy(lesson, subs / "alice" / name, {0: SQUARES, 1: TOTAL})
     wrong = {0: "squares = [2 * i for i in range(5)]", 1: "def total(xs):\n    return len(xs)"}
     _copy(lesson, subs / "bob" / name, wrong, checks={0: 'print("✓ correct")'})
-    _copy(lesson, subs / "carol" / name)
+    _copy(lesson, subs / "carol <b>&" / name)  # a name the page must escape
     _copy(lesson, subs / "dave" / name, {0: 'while True:\n    print("again " * 20)', 1: TOTAL})
     hang = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
     hang += "while True:\n    time.sleep(0.1)"  # an interrupt cannot stop it
     _copy(lesson, subs / "erin" / name, {0: hang, 1: TOTAL})
+    loops = "def total(xs):\n    while True:\n        pass"  # hangs only when the check calls it
+    _copy(lesson, subs / "fay" / name, {0: SQUARES, 1: loops})
     before = _digest(subs)
     out = tmp_path / "sheet"
     labkit = str(Path(sys.executable).parent / "labkit")  # the command, as an instructor runs it
@@ -91,7 +93,7 @@ def test_grade_sheets_the_planted_copies_and_survives_the_bad_ones(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert _digest(subs) == before, "grading changed a learner's copy"
 
-    rows = list(csv.DictReader((out / "grades.csv").open(encoding="utf-8")))
+    rows = list(csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig")))
     got = {(r["learner"], r["exercise"]): (r["status"], r["message"]) for r in rows}
     ex1, ex2 = "Exercise 1 · Squares", "Exercise 2 · Total"
     assert got[("alice", ex1)] == ("passed", "") and got[("alice", ex2)] == ("passed", "")
@@ -99,7 +101,7 @@ def test_grade_sheets_the_planted_copies_and_survives_the_bad_ones(tmp_path):
     assert got[("bob", ex1)][0] == "failed"
     assert "expected the first five squares, got [0, 2, 4, 6, 8]" in got[("bob", ex1)][1]
     assert got[("bob", ex2)] == ("failed", "AssertionError: expected total([1, 2, 3]) == 6")
-    assert {got[("carol", e)][0] for e in (ex1, ex2)} == {"not attempted"}
+    assert {got[("carol <b>&", e)][0] for e in (ex1, ex2)} == {"not attempted"}
     assert got[("dave", ex1)][0] == "timed out" and "4 s" in got[("dave", ex1)][1]
     assert got[("dave", ex2)] == ("passed", "")  # the run went on past the interrupted cell
     assert got[("erin", ex1)][0] == "timed out"  # and the kernel, stuck, was given up
@@ -107,19 +109,26 @@ def test_grade_sheets_the_planted_copies_and_survives_the_bad_ones(tmp_path):
         "not run",
         "the kernel did not answer after the interrupt at cell 3",
     )
+    assert got[("fay", ex1)] == ("passed", "")
+    assert got[("fay", ex2)] == ("timed out", "the check ran past 4 s: interrupted")
+    assert {r["lesson"] for r in rows} == {"ZZ_planted"}
 
     # the looping answer's output was cut, not kept whole
     dave = nbformat.read(out / "dave" / name, as_version=4)
     printed = json.dumps(dave.cells[ex.exercise_pairs(dave)[0][0]].outputs)
-    assert len(printed) < 40_000 and "output cut past 20,000 bytes" in printed  # once
+    assert len(printed) < 40_000 and printed.count("output cut past 20,000 bytes") == 1
 
     page = (out / "grades.html").read_text(encoding="utf-8")
-    assert "alice: 2 of 2 passed" in page and "carol: 0 of 2 passed; 2 not attempted" in page
-    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert "alice: 2 of 2 passed" in page and "carol &lt;b&gt;&amp;: 0 of 2 passed" in page
+    assert "<b>" not in page and "http://" not in page and "https://" not in page
     assert "alice: 2 of 2 passed" in run.stdout and "dave: 1 of 2 passed; 1 timed out" in run.stdout
 
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert again.returncode != 0 and "holds a sheet already" in again.stderr  # never overwritten
+    assert again.returncode != 0 and "is not empty" in again.stderr  # a sheet is never overwritten
+    inside = [labkit, "grade", str(subs), "--out", str(subs / "sheet")]
+    refused = subprocess.run(inside, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "give a folder outside it" in refused.stderr
+    assert _digest(subs) == before
 
 
 def test_copies_are_found_by_folder_or_by_file(tmp_path):
@@ -137,10 +146,12 @@ def test_copies_are_found_by_folder_or_by_file(tmp_path):
 
 
 def test_a_bad_folder_or_size_is_refused_by_name(tmp_path):
+    room = tmp_path / "room"
+    room.mkdir()
     for args, said in (
         ([str(tmp_path / "nowhere")], "is not a folder"),
-        ([str(tmp_path), "--size", "huge"], "smoke, small, full"),
-        ([str(tmp_path)], "no notebook in"),
+        ([str(room), "--size", "huge"], "smoke, small, full"),
+        ([str(room)], "no notebook in"),
     ):
         with pytest.raises(SystemExit, match=said):
             grade.main(args + ["--out", str(tmp_path / "out")])

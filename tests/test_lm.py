@@ -85,3 +85,4 @@ def test_idle_gaps_are_each_workers_waits_between_its_pieces():
     rows = [("a", 0, 1, 5), ("a", 0, 1, 5), ("a", 1.5, 2, 5), ("b", 0, 3, 5), ("b", 3.25, 4, 5)]
     assert sorted(lm.idle_gaps(rows)) == [0.25, 0.5]  # two rows of one batch are one piece
     assert lm.idle_gaps([("a", 0, 1, 5)]) == []
+    assert lm.idle_gaps([("a", 0, 5, 1), ("a", 1, 2, 1), ("a", 6, 7, 1)]) == [0.0, 1.0]

@@ -97,7 +97,8 @@ def all_busy_rate(spans: Iterable[tuple[Any, float, float, float]]) -> tuple[flo
     last worker's first start to the first worker's last end, so it leaves out the pool's start-up
     and its tail, and keeps the gaps between pieces (the work around them); a span counts the
     share of its amount that falls in the window. Returns ``(amount per second, window
-    seconds)``, or None when the workers were never all at work at once."""
+    seconds)``, or None when the workers were never all at work at once. The spans come from each
+    worker's own clock: across nodes, their skew shifts the window."""
     firsts: dict[Any, float] = {}
     lasts: dict[Any, float] = {}
     kept = []
@@ -130,5 +131,8 @@ def idle_gaps(spans: Iterable[tuple[Any, float, float, float]]) -> list[float]:
     out = []
     for done in pieces.values():
         ordered = sorted(done)
-        out += [max(0.0, nxt[0] - prev[1]) for prev, nxt in zip(ordered, ordered[1:])]
+        latest = ordered[0][1]  # the latest end so far: pieces that overlap leave no gap
+        for start, end in ordered[1:]:
+            out.append(max(0.0, start - latest))
+            latest = max(latest, end)
     return out

@@ -45,6 +45,10 @@ def cell_timeout() -> int:
     return int(os.environ.get("LABKIT_CELL_TIMEOUT") or 600)
 
 
+#: The error name a cell interrupted past its time limit gets (nbclient's reply, as set here).
+TIMEOUT_ENAME = "CellTimeoutError"
+
+
 def _on_timeout(timeout: int | None) -> dict[str, Any]:
     """nbclient's settings that make a hung cell an error: interrupted (so the teardown can still
     run) and failed as ``CellTimeoutError``; without ``error_on_timeout`` nbclient would go on
@@ -54,7 +58,7 @@ def _on_timeout(timeout: int | None) -> dict[str, Any]:
     return {
         "interrupt_on_timeout": True,
         "error_on_timeout": {
-            "ename": "CellTimeoutError",
+            "ename": TIMEOUT_ENAME,
             "evalue": f"the cell ran past {timeout} s and was interrupted",
             "traceback": [],
         },

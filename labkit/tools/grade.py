@@ -12,14 +12,16 @@ Each copy runs in a process of its own (``python -m labkit.tools.grade --one``),
 the next cell) and per copy (past it the process tree is stopped), and with each cell's output
 cut past ``--max-output`` bytes: an answer that hangs, prints forever or raises is contained, its
 row says so, and grading goes on with the next copy. An exercise is **passed** (its check ran
-without an error), **failed** (with the check's message), **not attempted** (the stub's names are
-still unset), **timed out** (its answer cell was interrupted), or **not run** (the copy stopped
-before its check).
+without an error), **failed** (with the check's message, or the answer's error that caused it),
+**not attempted** (the stub's names still unset, or its cells gone from the copy), **timed out**
+(its answer or its check was interrupted), or **not run** (the copy stopped before its check).
 
-It writes ``grades.csv`` (a row per learner, notebook and exercise), ``grades.html`` (learner ×
-exercise on one page, styled inline: nothing from another host) and each graded copy as it ran,
-under ``--out`` (a new folder under ``runs/grade/`` by default; an existing sheet is never
-overwritten), and prints one line per learner.
+It writes ``grades.csv`` (a row per learner, copy, lesson and exercise; a learner's text that a
+spreadsheet would run as a formula is quoted), ``grades.html`` (learner × exercise on one page,
+styled inline: nothing from another host) and each graded copy as it ran with its log, under
+``--out``: a new folder under ``runs/grade/`` by default, else a new or empty one outside
+``DIR``, so that nothing is overwritten. It prints one line per learner. It is no sandbox: a
+copy's code runs as the instructor, with their environment and files.
 
 Used in: no lesson or lab report.
 """
@@ -31,6 +33,8 @@ import csv
 import html
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -49,7 +53,8 @@ class Grade:
     """One learner's result on one exercise."""
 
     learner: str
-    notebook: str
+    notebook: str  # the copy's file name
+    lesson: str  # the lesson it was graded against
     exercise: str
     status: str  # one of STATUSES
     message: str = ""
@@ -68,10 +73,11 @@ def find_copies(root: Path, lessons: list[Path]) -> list[tuple[str, Path]]:
     stems = {p.stem for p in lessons}
     found = []
     for path in sorted(root.iterdir()):
-        if path.name.startswith("."):
+        if path.name.startswith("."):  # .ipynb_checkpoints, macOS's ._x.ipynb, editors' .~x
             continue
         if path.is_dir():
-            found += [(path.name, nb) for nb in sorted(path.glob("*.ipynb"))]
+            mine = [nb for nb in sorted(path.glob("*.ipynb")) if not nb.name.startswith(".")]
+            found += [(path.name, nb) for nb in mine] or [(path.name, path)]  # said: no notebook
         elif path.suffix == ".ipynb":
             found.append((root.name if path.stem in stems else path.stem, path))
     return found
@@ -92,15 +98,22 @@ def lesson_of(copy, lessons: list[Path]) -> Path | None:
     return best
 
 
+HEADING = re.compile(r"^#+\s+(.+?)\s*$", re.M)
+
+
 def exercise_titles(lesson) -> dict[str, str]:
-    """Each check cell's id -> its exercise's title (the heading before its answer)."""
-    titles = {}
+    """Each check cell's id -> its exercise's title: the last heading written before its answer
+    (a heading may stand anywhere in a markdown cell), numbered where two would read the same."""
+    titles: dict[str, str] = {}
     for n, (a, c) in enumerate(ex.exercise_pairs(lesson), 1):
         title = f"exercise {n}"
         for cell in reversed(lesson.cells[:a]):
-            if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
-                title = cell.source.lstrip().splitlines()[0].lstrip("#").strip()
+            found = HEADING.findall(cell.source) if cell.cell_type == "markdown" else []
+            if found:
+                title = found[-1]
                 break
+        if title in titles.values():
+            title = f"{title} ({n})"
         titles[lesson.cells[c].id] = title
     return titles
 
@@ -135,16 +148,23 @@ def judge(
     out = []
     for check, (answer, title) in plan.items():
         cell = by_id.get(check)
+        answer_cell = by_id.get(answer) if answer else None
         if cell is None:
             out.append((title, "not attempted", "the check's cell is not in the copy"))
+        elif answer_cell is None:
+            out.append((title, "not attempted", "the answer's cell is not in the copy"))
         elif answer in timed_out:
             out.append((title, "timed out", f"the answer ran past {cell_timeout} s: interrupted"))
-        elif cell.get("execution_count") is None or check in timed_out:
+        elif check in timed_out:
+            out.append((title, "timed out", f"the check ran past {cell_timeout} s: interrupted"))
+        elif cell.get("execution_count") is None:
             out.append((title, "not run", not_run))
         elif (err := _error(cell)) is None:
             out.append((title, "passed", ""))
         elif ex.not_set(err[1]):
             out.append((title, "not attempted", err[1]))
+        elif raised := _error(answer_cell):  # the check's error follows from the answer's
+            out.append((title, "failed", f"the answer raised {raised[0]}: {raised[1]}"))
         else:
             out.append((title, "failed", f"{err[0]}: {err[1]}" if err[1] else err[0]))
     return out
@@ -168,7 +188,7 @@ def run_one(copy_path: Path, lesson_path: Path, out: Path, *, cell_timeout: int,
     the kernel then does not answer a trivial cell within :data:`PROBE_S`, the run stops there."""
     import nbformat
 
-    from labkit.runtime import nbexec
+    from labkit.runtime import nbexec, procs
 
     copy = nbformat.read(copy_path, as_version=4)
     lesson = nbformat.read(lesson_path, as_version=4)
@@ -179,7 +199,11 @@ def run_one(copy_path: Path, lesson_path: Path, out: Path, *, cell_timeout: int,
 
     def save() -> None:
         said = judge(nb, plan, timed_out, cell_timeout=cell_timeout, not_run=stopped["why"])
-        verdicts.write_text(json.dumps(said))
+        procs.write_json(verdicts, said)  # whole or not at all: the parent may stop us any time
+
+    def executed(cell, cell_index, execute_reply) -> None:  # nbclient's hook, after each cell
+        if (execute_reply or {}).get("content", {}).get("ename") == nbexec.TIMEOUT_ENAME:
+            timed_out.add(cell.id)
 
     client = nbexec.client(
         nb,
@@ -187,26 +211,26 @@ def run_one(copy_path: Path, lesson_path: Path, out: Path, *, cell_timeout: int,
         cell_timeout,
         max_output=max_output,
         allow_errors=True,  # a failing check is a grade, and the run goes on
-        shutdown_kernel="immediate",  # a stuck kernel is killed, not asked
+        on_cell_executed=executed,
     )
+    # stopped from outside (the copy's time limit): still write what ran
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped from outside"))
     save()
     try:
         with client.setup_kernel():
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
-                start = time.monotonic()
                 client.execute_cell(cell, index)
-                if time.monotonic() - start >= cell_timeout:
-                    timed_out.add(cell.id)
-                    if _stuck(client, nb, cell_timeout):
+                if cell.id in timed_out:
+                    if _stuck(client, nb, timed_out):
                         stopped["why"] = (
                             f"the kernel did not answer after the interrupt at cell {index}"
                         )
                         save()
                         break
                 save()
-    except Exception as exc:  # noqa: BLE001 - a dead kernel: what ran is judged, the rest not run
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a dead kernel, or stopped: what ran
         stopped["why"] = f"the kernel stopped: {type(exc).__name__}"
         print(f"labkit grade: {copy_path.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
@@ -214,75 +238,90 @@ def run_one(copy_path: Path, lesson_path: Path, out: Path, *, cell_timeout: int,
         nbformat.write(nb, str(out))
 
 
-def _stuck(client, nb, cell_timeout: int) -> bool:
+def _stuck(client, nb, timed_out: set[str]) -> bool:
     """Whether the kernel, just interrupted, fails to run a trivial cell within
-    :data:`PROBE_S`. The cell runs as the notebook's last and is taken out again (nbclient
-    writes the cell it ran back into the notebook at its index)."""
+    :data:`PROBE_S` (``timed_out`` gets its id then). The cell runs as the notebook's last and is
+    taken out again (nbclient writes the cell it ran back into the notebook at its index)."""
     import nbformat
 
-    nb.cells.append(nbformat.v4.new_code_cell("pass"))
-    client.timeout = PROBE_S
-    begun = time.monotonic()
+    probe = nbformat.v4.new_code_cell("pass")
+    nb.cells.append(probe)
+    limit, client.timeout = client.timeout, PROBE_S
     try:
-        client.execute_cell(nb.cells[-1], len(nb.cells) - 1)
+        client.execute_cell(probe, len(nb.cells) - 1)
     finally:
-        client.timeout = cell_timeout
+        client.timeout = limit
         nb.cells.pop()
-    return time.monotonic() - begun >= PROBE_S
+    return probe.id in timed_out
 
 
 def grade_copy(
     learner: str, copy: Path, lesson: Path, *, out: Path, size: str, cell_timeout: int,
     copy_timeout: int, max_output: int,
 ) -> tuple[list[Grade], float]:  # fmt: skip
-    """Grade one copy in a child process; stop its whole process tree past ``copy_timeout``."""
+    """Grade one copy in a child process (its log beside ``out``); stop its whole process tree
+    past ``copy_timeout``."""
     import psutil
 
     from labkit.runtime import procs
 
     out.parent.mkdir(parents=True, exist_ok=True)
+    verdicts, log = out.with_suffix(".json"), out.with_suffix(".log")
+    verdicts.unlink(missing_ok=True)  # only this run's verdicts are read
     env = os.environ | {
         "LABKIT_SIZE": size,
-        "LABKIT_RESULTS_DIR": str(out.parent / "results"),
-        "LABKIT_LEARNER": learner,
-        "RAY_ADDRESS": "",
+        "LABKIT_RESULTS_DIR": str(out.parent.resolve() / "results"),
+        "RAY_ADDRESS": "",  # graded on this machine, in a local Ray of the copy's own
     }
     cmd = [sys.executable, "-m", "labkit.tools.grade", "--one", str(copy), "--lesson",
            str(lesson), "--to", str(out), "--cell-timeout", str(cell_timeout), "--max-output",
            str(max_output)]  # fmt: skip
     start = time.monotonic()
-    child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stopped = ""
-    try:
-        child.wait(copy_timeout)
-    except subprocess.TimeoutExpired:
-        procs.terminate(procs.with_children([psutil.Process(child.pid)]), timeout=5)
-        child.wait()
-        stopped = f"the copy ran past {copy_timeout} s and was stopped"
+    with log.open("w", encoding="utf-8") as errors:
+        child = subprocess.Popen(cmd, env=env, stdout=errors, stderr=subprocess.STDOUT)
+        stopped = ""
+        try:
+            child.wait(copy_timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                procs.terminate(procs.with_children([psutil.Process(child.pid)]), timeout=10)
+            except psutil.Error:
+                pass  # it ended on its own meanwhile
+            child.wait()
+            stopped = f"the copy ran past {copy_timeout} s and was stopped"
     seconds = time.monotonic() - start
-    verdicts = out.with_suffix(".json")
-    judged = json.loads(verdicts.read_text()) if verdicts.exists() else []
+    try:
+        judged = json.loads(verdicts.read_text()) if verdicts.exists() else []
+    except ValueError:
+        judged = []
+    name = lesson.stem
     if not judged:  # it never got as far as its first cell
-        err = (child.stderr.read().decode(errors="replace") if child.stderr else "").strip()
-        why = stopped or (err.splitlines()[-1] if err else f"exit code {child.returncode}")
-        return [Grade(learner, copy.name, "(the copy)", "not run", why)], seconds
+        lines = log.read_text(errors="replace").strip().splitlines()
+        why = stopped or (lines[-1] if lines else f"exit code {child.returncode}")
+        return [Grade(learner, copy.name, name, "(the copy)", "not run", why)], seconds
     grades = []
     for title, status, message in judged:
         if status == "not run" and stopped:
             message = stopped
-        grades.append(Grade(learner, copy.name, title, status, message))
+        grades.append(Grade(learner, copy.name, name, title, status, message))
     return grades, seconds
 
 
 def write_sheet(grades: list[Grade], out: Path) -> tuple[Path, Path]:
     """``grades.csv`` (a row per grade) and ``grades.html`` (learner × exercise) in ``out``."""
     csv_path, html_path = out / "grades.csv", out / "grades.html"
-    with csv_path.open("w", newline="", encoding="utf-8") as f:
+    with csv_path.open("x", newline="", encoding="utf-8-sig") as f:  # utf-8-sig: for Excel
         writer = csv.DictWriter(f, fieldnames=list(Grade.__dataclass_fields__))
         writer.writeheader()
-        writer.writerows(asdict(g) for g in grades)
-    html_path.write_text(sheet_html(grades), encoding="utf-8")
+        writer.writerows({k: _inert(v) for k, v in asdict(g).items()} for g in grades)
+    with html_path.open("x", encoding="utf-8") as f:
+        f.write(sheet_html(grades))
     return csv_path, html_path
+
+
+def _inert(value: str) -> str:
+    """A learner's text as a spreadsheet shows it, never as a formula it would run."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 COLORS = {
@@ -298,9 +337,9 @@ def sheet_html(grades: list[Grade]) -> str:
     """One self-contained page: a row per learner, a column per exercise, each cell its status
     with the check's message under it."""
     e = html.escape
-    columns = list(dict.fromkeys((g.notebook, g.exercise) for g in grades))
+    columns = list(dict.fromkeys((g.lesson, g.exercise) for g in grades))
     learners = list(dict.fromkeys(g.learner for g in grades))
-    cell = {(g.learner, g.notebook, g.exercise): g for g in grades}
+    cell = {(g.learner, g.lesson, g.exercise): g for g in grades}
     head = "".join(f"<th>{e(nb)}<br>{e(title)}</th>" for nb, title in columns)
     rows = []
     for learner in learners:
@@ -364,10 +403,15 @@ def cmd_grade(args: argparse.Namespace) -> int:
     if args.size not in SIZES:
         raise SystemExit(f"labkit grade: --size {args.size!r}; give one of {', '.join(SIZES)}")
     lessons = lesson_files(Path(args.lessons) if args.lessons else None)
-    out = Path(args.out) if args.out else _new_folder(params.resolve_path("runs/grade"), root.name)
-    if (out / "grades.csv").exists():
+    out = Path(args.out).resolve() if args.out else None
+    out = out or _new_folder(params.resolve_path("runs/grade"), root.name)
+    if out == root or out.is_relative_to(root) or root.is_relative_to(out):
+        raise SystemExit(f"labkit grade: --out {args.out} is in or around {args.dir}: the copies "
+                         f"are only read; give a folder outside it")  # fmt: skip
+    if out.exists() and any(out.iterdir()):
         raise SystemExit(
-            f"labkit grade: {params.shown(out)} holds a sheet already: give --out a new folder"
+            f"labkit grade: {params.shown(out)} is not empty (a sheet already?): give --out a new "
+            "folder"
         )
     copies = find_copies(root, lessons)
     if not copies:
@@ -376,15 +420,18 @@ def cmd_grade(args: argparse.Namespace) -> int:
         )
     grades: list[Grade] = []
     for learner, path in copies:
+        if path.is_dir():
+            grades.append(Grade(learner, "-", "-", "(the copy)", "not run", "no notebook in it"))
+            continue
         try:
             lesson = lesson_of(nbformat.read(path, as_version=4), lessons)
         except Exception as exc:  # noqa: BLE001 - a file that is not a notebook: said, and on
-            grades.append(Grade(learner, path.name, "(the copy)", "not run", f"unreadable: {exc}"))
+            why = f"unreadable: {exc}"
+            grades.append(Grade(learner, path.name, "-", "(the copy)", "not run", why))
             continue
         if lesson is None:
-            grades.append(
-                Grade(learner, path.name, "(the copy)", "not run", "no lesson matches its cells")
-            )
+            why = "no lesson matches its cells"
+            grades.append(Grade(learner, path.name, "-", "(the copy)", "not run", why))
             continue
         mine, seconds = grade_copy(
             learner, path, lesson, out=out / learner / path.name, size=args.size,
