@@ -125,6 +125,35 @@ def test_a_module_whose_docstrings_alone_changed_touches_no_lesson(tmp_path):
     assert touched.changed_files(base, root=tmp_path) == ["labkit/m.py"]
 
 
+def test_a_notebook_whose_prose_alone_changed_touches_nothing(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    def notebook(header: str, code: str, tags: list[str]) -> str:
+        cells = [
+            {"cell_type": "markdown", "metadata": {}, "source": [header]},
+            {"cell_type": "code", "metadata": {"tags": tags}, "source": [code]},
+            {"cell_type": "raw", "metadata": {"tags": ["wrong"]}, "source": ["x = 2"]},
+        ]
+        return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+    nb = tmp_path / "notebooks" / "01_a.ipynb"
+    nb.parent.mkdir()
+    nb.write_text(notebook("`small` ≈ 3 min", "x = 1", ["answer"]))
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
+    base = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    nb.write_text(notebook("`small` ≈ 1 min", "x = 1", ["answer"]))  # the header's time
+    assert touched.changed_files(base, root=tmp_path) == []
+    nb.write_text(notebook("`small` ≈ 1 min", "x = 1", ["check"]))  # a tag changes the probes
+    assert touched.changed_files(base, root=tmp_path) == ["notebooks/01_a.ipynb"]
+    nb.write_text(notebook("`small` ≈ 3 min", "x = 3", ["answer"]))
+    assert touched.changed_files(base, root=tmp_path) == ["notebooks/01_a.ipynb"]
+
+
 def test_cluster_plan_runs_the_touched_lessons_then_the_days_within_the_budget(
     tmp_path, monkeypatch
 ):

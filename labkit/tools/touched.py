@@ -50,11 +50,43 @@ def changed_files(base: str | None, root: Path | None = None) -> list[str]:
     """Paths changed since ``base`` (commits, and edits to tracked files not yet committed; a new
     file counts once it is added); every tracked file when ``base`` is None. A Python module
     whose code is the same, only its docstrings or comments changed (a ``Used in:`` caption),
-    is left out: no lesson runs differently for it."""
+    is left out, and so is a notebook whose code and raw cells are the same, with their tags
+    (only its prose or its metadata changed: a header's times): no lesson runs differently for
+    them. (``make test`` still runs every lesson, and the Chinese edition's checks read the
+    prose.)"""
     if base is None:
         return _git("ls-files", root=root).splitlines()
     paths = [p for p in _git("diff", "--name-only", base, root=root).splitlines() if p]
-    return [p for p in paths if not p.endswith(".py") or _code_changed(p, base, root=root)]
+    return [p for p in paths if _runs_differently(p, base, root=root)]
+
+
+def _runs_differently(path: str, base: str, *, root: Path | None = None) -> bool:
+    if path.endswith(".py"):
+        return _code_changed(path, base, root=root)
+    if path.endswith(".ipynb"):
+        return _cells_changed(path, base, root=root)
+    return True
+
+
+def _run_cells(text: str) -> list[tuple[str, str, list[str]]]:
+    """What runs of a notebook: each code and raw cell (the wrong answers are raw cells the
+    probes run) as ``(type, source, tags)``, in order."""
+    cells = json.loads(text)["cells"]
+    return [
+        (c["cell_type"], "".join(c["source"]), c.get("metadata", {}).get("tags", []))
+        for c in cells
+        if c["cell_type"] != "markdown"
+    ]
+
+
+def _cells_changed(path: str, base: str, *, root: Path | None = None) -> bool:
+    """Whether the code or raw cells of notebook ``path`` differ from ``base``'s (a new,
+    removed or unreadable notebook counts as changed)."""
+    now = (root or repo_root()) / path
+    try:
+        return _run_cells(_git("show", f"{base}:{path}", root=root)) != _run_cells(now.read_text())
+    except (subprocess.CalledProcessError, OSError, ValueError, KeyError):
+        return True
 
 
 def _code(source: str) -> str:
