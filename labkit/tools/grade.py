@@ -177,7 +177,8 @@ def _error(cell) -> tuple[str, str] | None:
     return None
 
 
-#: Seconds a kernel has to answer a trivial cell after an interrupted one, or it is stuck.
+#: Seconds a kernel has to answer a trivial cell after an interrupted one, or it is stuck (at
+#: most: no more than a cell's own limit, and at least 5).
 PROBE_S = 15
 
 
@@ -246,7 +247,8 @@ def _stuck(client, nb, timed_out: set[str]) -> bool:
 
     probe = nbformat.v4.new_code_cell("pass")
     nb.cells.append(probe)
-    limit, client.timeout = client.timeout, PROBE_S
+    limit = client.timeout
+    client.timeout = min(PROBE_S, max(5, limit))
     try:
         client.execute_cell(probe, len(nb.cells) - 1)
     finally:
