@@ -61,8 +61,9 @@ class Grade:
 
 
 def lesson_files(folder: Path | None = None) -> list[Path]:
-    """The lessons a copy can be the copy of (``notebooks/`` unless told)."""
-    folder = folder or params.repo_root() / "notebooks"
+    """The lessons a copy can be the copy of (the workbook's lessons unless told a folder)."""
+    if folder is None:
+        return ex.lessons()
     return sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
 
 

@@ -57,7 +57,7 @@ TITLES_ZH = {"3 hours": "3 小时", "one day": "一天", "two days": "两天"}
 
 
 def lesson_path(nn: str) -> Path:
-    found = sorted((params.repo_root() / "notebooks").glob(f"{nn}_*.ipynb"))
+    found = [p for p in ex.lessons() if p.name.startswith(f"{nn}_")]
     if not found:
         raise ValueError(f"no lesson {nn!r} in notebooks/")
     return found[0]
