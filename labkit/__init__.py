@@ -48,6 +48,7 @@ _LAZY_MODULES = {
     "deploy",
     "device",
     "hostile",
+    "learner",
     "loaders",
     "loadgen",
     "models",

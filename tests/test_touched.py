@@ -125,6 +125,30 @@ def test_a_module_whose_docstrings_alone_changed_touches_no_lesson(tmp_path):
     assert touched.changed_files(base, root=tmp_path) == ["labkit/m.py"]
 
 
+def test_a_module_added_to_the_faces_lazy_set_alone_touches_no_lesson(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    def face(names: str, tail: str = "") -> str:
+        return f'"""Face."""\n\n_LAZY_MODULES = {{{names}}}\n\n\ndef f():\n    return 1\n{tail}'
+
+    init = tmp_path / "labkit" / "__init__.py"
+    init.parent.mkdir()
+    init.write_text(face('"amp", "data"'))
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
+    base = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    init.write_text(face('"amp", "data", "learner"'))  # a new module made lazy: nothing runs anew
+    assert touched.changed_files(base, root=tmp_path) == []
+    init.write_text(face('"amp"'))  # a name taken away: a lesson naming it breaks
+    assert touched.changed_files(base, root=tmp_path) == ["labkit/__init__.py"]
+    init.write_text(face('"amp", "data", "learner"', "X = 2\n"))  # and other code beside it
+    assert touched.changed_files(base, root=tmp_path) == ["labkit/__init__.py"]
+
+
 def test_a_notebook_whose_prose_alone_changed_touches_nothing(tmp_path):
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)

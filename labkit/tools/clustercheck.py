@@ -149,6 +149,136 @@ def run_lessons(
     return results
 
 
+#: Two learners at once (issue 44): each runs these lessons (one with a named, detached actor,
+#: then Serve's) with its own ``LABKIT_LEARNER`` and ``RESULTS_DIR``, started together.
+PAIR = ("02", "09")
+LEARNERS = ("ana", "ben")
+
+
+def cluster_actors(address: str) -> dict[str, list[str]]:
+    """Every actor the cluster at ``address`` has seen, alive or dead: ``{actor id: [class name,
+    name, namespace, state]}``, read in a subprocess (as :func:`cluster_counts`)."""
+    code = (
+        "import json, sys\n"
+        "from ray.util import state\n"
+        "rows = state.list_actors(address=sys.argv[1], limit=10000)\n"
+        "print(json.dumps({a.actor_id: [a.class_name, a.name or '', a.ray_namespace or '',\n"
+        "  a.state] for a in rows}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(address),
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"cannot read the cluster's actors: {out.stderr[-1500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def whose(new: dict[str, list[str]], learners: tuple[str, ...] = LEARNERS) -> dict[str, Any]:
+    """What the pair made, by learner: the Serve apps (read from their replicas' class names,
+    ``ServeReplica:<app>:<deployment>``) and the named actors outside Serve, each name with the
+    learner's ``.<id>`` taken off; ``stray``: names that carry no learner's id; ``alive``: the
+    pair's actors still alive (a lesson's clean-up must leave none)."""
+    made: dict[str, dict[str, set[str]]] = {w: {"apps": set(), "named": set()} for w in learners}
+    stray: set[str] = set()
+    alive = []
+    for cls, name, namespace, state in new.values():
+        if cls.startswith("ServeReplica:"):
+            kind, label = "apps", cls.split(":")[1]
+        elif name and namespace != "serve":
+            kind, label = "named", f"{namespace}/{name}"
+        else:
+            continue  # Serve's controller and proxies, and actors without a name
+        owner = next((w for w in learners if label.endswith("." + w)), None)
+        if owner is None:
+            stray.add(label)
+            continue
+        made[owner][kind].add(label[: -len(owner) - 1])
+        if state == "ALIVE":
+            alive.append(label)
+    return {
+        "made": {w: {k: sorted(v) for k, v in kinds.items()} for w, kinds in made.items()},
+        "stray": sorted(stray),
+        "alive": sorted(alive),
+    }
+
+
+def run_pair(address: str, out: Path, *, data_dir: Path, cell_timeout: int) -> dict[str, Any]:
+    """Two learners run :data:`PAIR` at once, each with its own id and results folder (``labkit
+    run --out``) and the one shared ``LABKIT_DATA_DIR``; then whose apps and actors the cluster
+    saw. ``failures`` names what broke: a run that failed, a name with no learner's id, a
+    learner whose apps or named actors differ from the other's, or one left alive."""
+    before = set(cluster_actors(address))
+    started = time.monotonic()
+    running = {}
+    for who in LEARNERS:
+        folder = out / "pair" / who
+        folder.mkdir(parents=True, exist_ok=True)
+        env = _env(
+            address,
+            LABKIT_SIZE="smoke",
+            LABKIT_DATA_DIR=str(data_dir),
+            LABKIT_LEARNER=who,
+        )
+        cmd = [sys.executable, "-m", "labkit", "run", *PAIR, "--out", str(folder)]
+        log = (folder / "run.log").open("w")
+        cmd += ["--cell-timeout", str(cell_timeout)]
+        running[who] = (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log)
+    codes = {}
+    for who, (proc, log) in running.items():
+        codes[who] = proc.wait()
+        log.close()
+    seconds = time.monotonic() - started
+    new = {k: v for k, v in cluster_actors(address).items() if k not in before}
+    seen = whose(new)
+    failures = [f"learner {w}: {' '.join(PAIR)} failed (exit {c})" for w, c in codes.items() if c]
+    if seen["stray"]:
+        failures.append(f"names with no learner's id: {seen['stray']}")
+    first, *rest = LEARNERS
+    mine = seen["made"][first]
+    if not mine["apps"] or not mine["named"]:
+        failures.append(f"learner {first} made no Serve app or no named actor: {mine}")
+    failures += [
+        f"learner {w} made {seen['made'][w]}, learner {first} {mine}"
+        for w in rest
+        if seen["made"][w] != mine
+    ]
+    if seen["alive"]:
+        failures.append(f"left alive after the lessons' clean-up: {seen['alive']}")
+    return {"seconds": round(seconds, 1), "exit": codes, **seen, "failures": failures}
+
+
+def pair_on_a_cluster(out: Path, *, data_dir: Path, cell_timeout: int) -> dict[str, Any]:
+    """:func:`run_pair` on a cluster of its own, as :func:`main`'s but with two CPUs a worker
+    node: one learner's 09 keeps replicas on most of the two CPUs the lessons' cluster has, so
+    two at once would wait for each other's (a room's cluster has room for the room). Then
+    down, and what it left."""
+    state = workshop.up(workers=2, cpus_per_worker=2, head_cpus=0, gpus_per_worker=2)
+    try:
+        pair = run_pair(state["address"], out, data_dir=data_dir, cell_timeout=cell_timeout)
+    except BaseException:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    finally:
+        workshop.down()
+    left = leftovers(state)
+    if left:
+        pair["failures"].append(f"left behind after the pair's cluster went down: {left}")
+    made = pair["made"][LEARNERS[0]]
+    print(
+        f"test-cluster: two learners ({', '.join(LEARNERS)}) ran {' '.join(PAIR)} at once on "
+        f"their own 4-CPU cluster: {'ok' if not pair['failures'] else 'FAILED'} in "
+        f"{pair['seconds']:.0f} s; each made the apps {', '.join(made['apps']) or '-'} and the "
+        f"named actors {', '.join(made['named']) or '-'}, its own"
+        + "".join(f"\n  {f}" for f in pair["failures"]),
+        flush=True,
+    )
+    return pair
+
+
 def storage_under_temp_dirs(temp_dir: str) -> list[str]:
     """Train or Tune storage a lesson wrote under a node's temp dir (it belongs on shared disk)."""
     found = []
@@ -193,6 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cell-timeout", type=int, default=600)
     ap.add_argument("--no-drill", action="store_true", help="skip the network-cut drill")
     ap.add_argument(
+        "--no-pair",
+        action="store_true",
+        help=f"skip the two learners running {' '.join(PAIR)} at once",
+    )
+    ap.add_argument(
         "--save",
         action="store_true",
         help=f"write the drill's figures to {DRILL_RESULTS.relative_to(repo_root())} (lesson 05)",
@@ -211,8 +346,11 @@ def main(argv: list[str] | None = None) -> int:
         if workshop.fallback_line(state):
             print(workshop.fallback_line(state), flush=True)
         address = state["address"]
+        singles = chosen(args.lessons, plan["join"], budget_s=args.budget)
+        if not args.no_pair and not args.lessons:  # the pair runs them, twice at once
+            singles = [nb for nb in singles if nb not in PAIR]
         report["lessons"] = run_lessons(
-            chosen(args.lessons, plan["join"], budget_s=args.budget),
+            singles,
             address,
             out,
             data_dir=data_dir,
@@ -248,12 +386,22 @@ def main(argv: list[str] | None = None) -> int:
             failures += report["drill"].get("failures", [])
             if args.save and not report["drill"].get("failures"):
                 save_drill(report["drill"])
+    except BaseException:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise
     finally:
         workshop.down()
-        shutil.rmtree(data_dir, ignore_errors=True)
     left = leftovers(state)
     if left:
         failures.append(f"left behind after down: {left}")
+    try:
+        if not args.no_pair:
+            report["pair"] = pair_on_a_cluster(
+                out, data_dir=data_dir, cell_timeout=args.cell_timeout
+            )
+            failures += report["pair"]["failures"]
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
     report["seconds"] = round(time.monotonic() - started, 1)
     report["failures"] = failures
     (out / "test-cluster.json").write_text(json.dumps(report, indent=1))

@@ -51,9 +51,10 @@ def changed_files(base: str | None, root: Path | None = None) -> list[str]:
     file counts once it is added); every tracked file when ``base`` is None. A Python module
     whose code is the same, only its docstrings or comments changed (a ``Used in:`` caption),
     is left out, and so is a notebook whose code and raw cells are the same, with their tags
-    (only its prose or its metadata changed: a header's times): no lesson runs differently for
-    them. (``make test`` still runs every lesson, and the Chinese edition's checks read the
-    prose.)"""
+    (only its prose or its metadata changed: a header's times), and the face when the only
+    change to its code is a module added to its lazy set (:data:`LAZY`): no lesson runs
+    differently for them. (``make test`` still runs every lesson, and the Chinese edition's
+    checks read the prose.)"""
     if base is None:
         return _git("ls-files", root=root).splitlines()
     paths = [p for p in _git("diff", "--name-only", base, root=root).splitlines() if p]
@@ -89,9 +90,29 @@ def _cells_changed(path: str, base: str, *, root: Path | None = None) -> bool:
         return True
 
 
-def _code(source: str) -> str:
-    """A module's code without its docstrings (comments are not in the tree either)."""
+#: The face's set of lazily loaded modules: a name added to it changes nothing for a lesson that
+#: does not name that module (and one that does reaches the module itself, which is new).
+LAZY = "_LAZY_MODULES"
+
+
+def _lazy(tree: ast.Module) -> ast.Set | None:
+    """The set literal assigned to :data:`LAZY` at the top of a module, if any."""
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == [LAZY]
+            and isinstance(node.value, ast.Set)
+        ):
+            return node.value
+    return None
+
+
+def _code(source: str, *, lazy_added: bool = False) -> str:
+    """A module's code without its docstrings (comments are not in the tree either); with
+    ``lazy_added``, without the elements of its :data:`LAZY` set."""
     tree = ast.parse(source)
+    if lazy_added and (names := _lazy(tree)) is not None:
+        names.elts = []
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (
@@ -110,7 +131,13 @@ def _code_changed(path: str, base: str, *, root: Path | None = None) -> bool:
     counts as changed)."""
     now = (root or repo_root()) / path
     try:
-        return _code(_git("show", f"{base}:{path}", root=root)) != _code(now.read_text())
+        before, after = _git("show", f"{base}:{path}", root=root), now.read_text()
+        old, new = _lazy(ast.parse(before)), _lazy(ast.parse(after))
+        # names only added to the lazy set: compare the rest (a removed name still counts)
+        added = bool(old and new) and {ast.dump(e) for e in old.elts} <= {
+            ast.dump(e) for e in new.elts
+        }
+        return _code(before, lazy_added=added) != _code(after, lazy_added=added)
     except (subprocess.CalledProcessError, OSError, SyntaxError):
         return True
 
