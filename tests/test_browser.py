@@ -194,6 +194,21 @@ def test_jupyterlab_runs_a_learner_copy_to_its_check(browser, tmp_path):
             ".filter(i => i.complete && i.naturalWidth > 0).length"
         )
         assert drawn >= 1, "the lesson's plot did not render"
+        # RISE, as an instructor presents the same copy live (Alt+R opens this view): slides
+        # from the cells' slide marks, and the right arrow moves to the next one.
+        browser.get(f"{base}/rise/exercises/{copy.name}?token={token}")
+
+        def present():
+            shown = browser.find_elements(By.CSS_SELECTOR, ".reveal .slides section.present")
+            return shown and shown[-1].text.strip()
+
+        first = wait_for("RISE's first slide", present, timeout=90)
+        assert first.startswith("01 · Remote tasks"), first[:200]
+        shot(browser, "rise-first")
+        browser.switch_to.active_element.send_keys(Keys.ARROW_RIGHT)
+        second = wait_for("RISE's next slide", lambda: present() != first and present())
+        assert second and second != first
+        shot(browser, "rise-next")
         # The same address without the token: the login page.
         browser.delete_all_cookies()
         browser.get(f"{base}/lab/tree/exercises/{copy.name}")
@@ -324,3 +339,52 @@ def test_site_index_and_a_lesson_render(browser, site_url):
     )
     assert closed >= 1 or about["answers"]
     shot(browser, "site-lesson")
+
+
+# ---- a lesson's slides --------------------------------------------------------------------
+
+
+def test_a_lessons_deck_advances_with_nothing_from_another_host(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from labkit.tools import slides
+
+    lesson = ROOT / "notebooks" / "09_serve.ipynb"
+    run = ROOT / "runs" / "test"  # make test's run, with its outputs, where there is one
+    deck = slides.build(lesson, tmp_path, run=run if (run / lesson.name).exists() else None)
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=tmp_path))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        browser.get(f"{origin}/{deck.name}")
+        total = wait_for("reveal.js", lambda: browser.execute_script(
+            "return window.Reveal && Reveal.isReady() && Reveal.getTotalSlides()"
+        ))  # fmt: skip
+        first = browser.execute_script("return Reveal.getCurrentSlide().innerText")
+        assert first.lower().startswith("09 · serving models") and total >= 8, (total, first[:200])
+        shot(browser, "slides-first")
+        body = browser.find_element(By.TAG_NAME, "body")
+        seen = [browser.execute_script("return Reveal.getIndices()")]
+        for key in (Keys.ARROW_RIGHT, Keys.ARROW_RIGHT):
+            body.send_keys(key)
+            wait_for("the next slide", lambda: browser.execute_script(
+                "return Reveal.getIndices().h"
+            ) > seen[-1]["h"])  # fmt: skip
+            seen.append(browser.execute_script("return Reveal.getIndices()"))
+        now = browser.execute_script("return Reveal.getCurrentSlide().innerText")
+        assert now != first and now.strip(), now[:200]  # a different slide, and not empty
+        shot(browser, "slides-third")
+        loaded = browser.execute_script(
+            "return performance.getEntriesByType('resource').map(r => r.name)"
+        )
+        assert any(u.endswith("/reveal.js/dist/reveal.js") for u in loaded), loaded
+        elsewhere = [u for u in loaded if not u.startswith(origin) and not u.startswith("data:")]
+        assert elsewhere == [], elsewhere  # nothing from a CDN: the deck works offline
+    finally:
+        server.shutdown()

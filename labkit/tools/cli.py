@@ -2,7 +2,8 @@
 :mod:`~labkit.tools.cli_machine` (doctor, clean, lab, cluster), :mod:`~labkit.tools.cli_runs`
 (run, rerun, small), :mod:`~labkit.tools.cli_bench` (bench, gpu-check),
 :mod:`~labkit.tools.cli_edition` (exercises, zh, site, blog-table, guard),
-:mod:`~labkit.tools.grade` (grade) and :mod:`~labkit.tools.tracks` (tracks).
+:mod:`~labkit.tools.grade` (grade), :mod:`~labkit.tools.tracks` (tracks) and
+:mod:`~labkit.tools.slides` (slides).
 
 Used in: no lesson or lab report.
 """
@@ -12,10 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from labkit.tools import cli_bench, cli_edition, cli_machine, cli_runs, grade, tracks
+from labkit.tools import cli_bench, cli_edition, cli_machine, cli_runs, grade, slides, tracks
 
 #: The verb families, in the order ``labkit --help`` lists their verbs.
-FAMILIES = (cli_machine, cli_runs, cli_bench, cli_edition, grade, tracks)
+FAMILIES = (cli_machine, cli_runs, cli_bench, cli_edition, grade, tracks, slides)
 
 
 def build_parser() -> argparse.ArgumentParser:
