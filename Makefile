@@ -92,7 +92,9 @@ test-small: install tools
 # (1 CPU, 2 logical GPUs each; as root, each in a network namespace with a 198.18.x.x address),
 # the joining lessons run with RAY_ADDRESS set (those the submission touches, then the day's share
 # of the rest: 240 s by their headers), a local lesson checked to send the cluster nothing, the
-# network-cut drill, then down and nothing left. NB="00 06" runs those lessons, NB=all every one.
+# network-cut drill, then down and nothing left; then two learners (ana, ben) run 02 and 09 at once
+# on a 4-CPU cluster of their own, and every app and named actor it saw must be one learner's
+# (--no-pair skips them). NB="00 06" runs those lessons, NB=all every one.
 test-cluster: install
 	LABKIT_SIZE=smoke LABKIT_RESULTS_DIR=runs/test-cluster LABKIT_LOGICAL_GPUS= \
 	  $(PY) -m labkit.tools.clustercheck $(NB)

@@ -5,11 +5,11 @@ routes, its named actors and any folder they all write to: a second learner's
 ``serve.run(app, name="digits")`` would replace the first one's app while it is being measured,
 and each one's clean-up would delete the other's. So a lesson names such a thing with
 :func:`own`: ``own("digits")`` is ``"digits.ana"`` for the learner ``ana``, and its route is
-``"/" + own("digits")``; clean-up deletes only what :func:`mine` picks out.
+``"/" + own("digits")``; a lesson's clean-up deletes the names it made.
 
 The id is ``LABKIT_LEARNER`` when it is set (an instructor hands each participant one), else the
-user name plus a short random suffix, made once and kept in ``.labkit/learner`` beside the kit's
-process records, so a restarted kernel (or tomorrow's) finds its own apps again. An id is
+user name plus a short random suffix, made once and kept in ``.labkit/learner-<user>`` beside the
+kit's process records, so a restarted kernel (or tomorrow's) finds its own apps again. An id is
 lower-case letters, digits and ``-``, so no id ends another one's ``.id`` suffix.
 
 Used in: 02, 09, 11, 13.
@@ -21,7 +21,6 @@ import getpass
 import os
 import re
 import secrets
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,24 +28,24 @@ ENV = "LABKIT_LEARNER"
 VALID = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 
 
-def _kept() -> Path:
-    from labkit.runtime import procs
-
-    return procs.registry_path().parent / "learner"
-
-
-def _default() -> str:
+def _user() -> str:
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # no user name for this uid (some containers)
         user = ""
-    user = re.sub(r"[^a-z0-9-]+", "-", user.lower()).strip("-")[:20] or "learner"
-    return f"{user}-{secrets.token_hex(2)}"
+    return re.sub(r"[^a-z0-9-]+", "-", user.lower()).strip("-")[:20] or "learner"
+
+
+def _kept() -> Path:
+    """This user's kept id: one file per user, so users who share a clone do not share an id."""
+    from labkit.runtime import procs
+
+    return procs.registry_path().parent / f"learner-{_user()}"
 
 
 def learner_id() -> str:
-    """This learner's id: ``LABKIT_LEARNER``, else the one kept in ``.labkit/learner`` (made
-    there the first time). Raises ``ValueError`` naming the rule for an id that breaks it."""
+    """This learner's id: ``LABKIT_LEARNER``, else the one kept in ``.labkit/learner-<user>``
+    (made there the first time). Raises ``ValueError`` naming the rule for an id that breaks it."""
     raw = os.environ.get(ENV, "").strip()
     if raw:
         if not VALID.fullmatch(raw):
@@ -56,12 +55,28 @@ def learner_id() -> str:
             )
         return raw
     kept = _kept()
-    if kept.exists() and VALID.fullmatch(kept.read_text().strip()):
-        return kept.read_text().strip()
-    made = _default()
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    kept.write_text(made + "\n")
-    return made
+    for _ in range(3):
+        try:
+            said = kept.read_text().strip()
+        except FileNotFoundError:
+            said = ""
+        if VALID.fullmatch(said):
+            return said
+        made = f"{_user()}-{secrets.token_hex(2)}"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_name(f".{kept.name}.{secrets.token_hex(4)}")
+        tmp.write_text(made + "\n")
+        try:
+            if said:  # a spoilt file: replace it
+                tmp.replace(kept)
+                return made
+            os.link(tmp, kept)  # whole or not at all; a kernel that got there first wins
+            return made
+        except FileExistsError:
+            continue  # another kernel made one just now: read it
+        finally:
+            tmp.unlink(missing_ok=True)
+    raise RuntimeError(f"cannot keep a learner id in {kept}")
 
 
 def own(name: str) -> str:
@@ -70,12 +85,6 @@ def own(name: str) -> str:
     if not name or "/" in name:
         raise ValueError(f"own({name!r}): give a plain name such as 'digits'")
     return f"{name}.{learner_id()}"
-
-
-def mine(names: Iterable[str]) -> list[str]:
-    """The names among ``names`` that :func:`own` made for this learner (sorted)."""
-    suffix = "." + learner_id()
-    return sorted(n for n in names if n.endswith(suffix))
 
 
 def runtime_env(env: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -114,7 +123,10 @@ def line(session: Any) -> str:
         id=learner_id(),
     )
     if session.mode == "cluster":
-        seen = others(session)
+        try:
+            seen = others(session)
+        except Exception as exc:  # noqa: BLE001 - one line of output must not stop the lesson
+            return text + lang.say("; other sessions on this cluster: not known ({why})", why=exc)
         text += lang.say(
             "; other sessions on this cluster now: {n}{names}",
             n=len(seen),

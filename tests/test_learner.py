@@ -13,14 +13,14 @@ from labkit.tools import clustercheck
 
 @pytest.fixture
 def kept(tmp_path, monkeypatch):
-    """A fresh state folder and no LABKIT_LEARNER: the id a learner gets by default."""
+    """A fresh state folder, the user Ana María and no LABKIT_LEARNER: the default id's file."""
     monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path))
     monkeypatch.delenv(learner.ENV, raising=False)
-    return tmp_path / "learner"
+    monkeypatch.setattr(learner.getpass, "getuser", lambda: "Ana María")
+    return tmp_path / "learner-ana-mar-a"
 
 
 def test_the_default_id_is_the_user_plus_a_suffix_kept_for_the_next_kernel(kept, monkeypatch):
-    monkeypatch.setattr(learner.getpass, "getuser", lambda: "Ana María")
     first = learner.learner_id()
     assert first.startswith("ana-mar") and learner.VALID.fullmatch(first)
     assert kept.read_text().strip() == first
@@ -28,6 +28,26 @@ def test_the_default_id_is_the_user_plus_a_suffix_kept_for_the_next_kernel(kept,
     kept.write_text("Not An Id\n")  # a kept file spoilt by hand: a valid id replaces it
     again = learner.learner_id()
     assert learner.VALID.fullmatch(again) and kept.read_text().strip() == again
+    monkeypatch.setattr(learner.getpass, "getuser", lambda: "ben")  # another user, same clone
+    theirs = learner.learner_id()
+    assert theirs.startswith("ben-") and theirs != again
+    assert (kept.parent / "learner-ben").read_text().strip() == theirs
+    assert sorted(p.name for p in kept.parent.iterdir()) == ["learner-ana-mar-a", "learner-ben"]
+
+
+def test_two_kernels_making_the_id_at_once_agree(kept, monkeypatch):
+    made = []
+    real_link = learner.os.link
+
+    def late(src, dst):  # another kernel keeps its id between this one's read and its link
+        if not made:
+            kept.write_text("ana-mar-a-beef\n")
+            made.append(1)
+        return real_link(src, dst)
+
+    monkeypatch.setattr(learner.os, "link", late)
+    assert learner.learner_id() == "ana-mar-a-beef"  # the one kept first, read back
+    assert [p.name for p in kept.parent.iterdir()] == ["learner-ana-mar-a"]  # no temp left
 
 
 def test_labkit_learner_wins_and_a_bad_one_names_the_rule(kept, monkeypatch):
@@ -40,12 +60,12 @@ def test_labkit_learner_wins_and_a_bad_one_names_the_rule(kept, monkeypatch):
             learner.learner_id()
 
 
-def test_own_names_and_mine_picks_only_this_learners(kept, monkeypatch):
+def test_own_puts_the_id_after_a_dot_no_id_can_hold(kept, monkeypatch):
     monkeypatch.setenv(learner.ENV, "ana")
     assert learner.own("digits") == "digits.ana"
     assert "/" + learner.own("digits") == "/digits.ana"  # a route Serve accepts
-    apps = ["digits.ana", "digits.b-ana", "digits.ana-2", "digits", "far.ana", "ana"]
-    assert learner.mine(apps) == ["digits.ana", "far.ana"]  # not b-ana's, nor an unowned one
+    monkeypatch.setenv(learner.ENV, "b-ana")
+    assert not learner.own("digits").endswith(".ana")  # b-ana's never reads as ana's
     with pytest.raises(ValueError, match="plain name"):
         learner.own("/digits")
 

@@ -16,6 +16,9 @@ from labkit.params import repo_root
 from labkit.tools import exercises, slides
 
 ROOT = repo_root()
+#: A style sheet, font or module loaded from a URL: nbconvert's own reveal template has one
+#: (its mermaid import), besides its <script src> and <link href> on CDNs.
+FETCHED = r"(?:url\(|@import\s|\bimport\s[^;]*?from\s)\s*['\"]?(https?://[^'\")\s]+)"
 
 
 @pytest.mark.parametrize("lesson", exercises.lessons(), ids=lambda p: p.name[:2])
@@ -41,13 +44,14 @@ def test_the_rule_marks_sections_parts_and_hides_the_wrong_answers():
             cell("markdown", "## 1. A section"),
             cell("markdown", "### A part"),
             cell("markdown", "Some prose with ## inside"),
+            cell("markdown", "A lead-in, then\n\n## 2. A section mid-cell"),
             cell("raw", "x = 2  # a wrong answer the check must reject"),
         ]
     }
-    assert slides.unmarked(nb) == ["0", "1", "2", "3", "4", "5"]
-    assert slides.mark(nb) == 6 and slides.mark(nb) == 0  # once, then nothing to do
+    assert slides.unmarked(nb) == ["0", "1", "2", "3", "4", "5", "6"]
+    assert slides.mark(nb) == 7 and slides.mark(nb) == 0  # once, then nothing to do
     kinds = [c["metadata"]["slideshow"]["slide_type"] for c in nb["cells"]]
-    assert kinds == ["slide", "-", "slide", "subslide", "-", "skip"]
+    assert kinds == ["slide", "-", "slide", "subslide", "-", "slide", "skip"]
     nb["cells"][4]["metadata"]["slideshow"]["slide_type"] = "slide"  # edited by hand
     assert slides.unmarked(nb) == ["4"]
 
@@ -72,6 +76,8 @@ def test_labkit_slides_writes_a_deck_with_its_own_reveal_js(tmp_path):
     ]
     for path in loaded:
         assert (tmp_path / path).is_file(), path
+    fetched = re.findall(FETCHED, html)
+    assert fetched == [], fetched  # no style sheet, font or module from another host either
     assert (tmp_path / "reveal.js" / "LICENSE").read_text().startswith("Copyright")
     fonts = tmp_path / "reveal.js" / "dist" / "theme" / "fonts" / "source-sans-pro"
     assert len(list(fonts.glob("*.woff"))) == 4  # the white theme's fonts, local

@@ -253,17 +253,14 @@ def run_pair(address: str, out: Path, *, data_dir: Path, cell_timeout: int) -> d
 
 def pair_on_a_cluster(out: Path, *, data_dir: Path, cell_timeout: int) -> dict[str, Any]:
     """:func:`run_pair` on a cluster of its own, as :func:`main`'s but with two CPUs a worker
-    node: one learner's 09 keeps replicas on most of the two CPUs the lessons' cluster has, so
-    two at once would wait for each other's (a room's cluster has room for the room). Then
-    down, and what it left."""
-    state = workshop.up(workers=2, cpus_per_worker=2, head_cpus=0, gpus_per_worker=2)
+    node: on the lessons' cluster (two CPUs in all) two 09s' replicas waited for each other's
+    CPUs until a cell timed out (a room's cluster has room for the room). Then down, and what
+    it left."""
     try:
+        state = workshop.up(workers=2, cpus_per_worker=2, head_cpus=0, gpus_per_worker=2)
         pair = run_pair(state["address"], out, data_dir=data_dir, cell_timeout=cell_timeout)
-    except BaseException:
-        shutil.rmtree(data_dir, ignore_errors=True)
-        raise
     finally:
-        workshop.down()
+        workshop.down()  # also what a start that failed half-way left
     left = leftovers(state)
     if left:
         pair["failures"].append(f"left behind after the pair's cluster went down: {left}")

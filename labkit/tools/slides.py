@@ -2,10 +2,11 @@
 
 The marks are nbformat's ``metadata.slideshow.slide_type``, what RISE (``jupyterlab-rise``: a
 lesson shown live as slides in JupyterLab) and nbconvert read. :func:`slide_type` sets them by
-one rule: the header and each ``## `` section start a slide, a ``### `` part starts one below it
-(a sub-slide), every other cell follows on the slide it is in, and the wrong answers kept from
-learners (raw cells) are skipped. ``labkit slides --mark`` writes them into the lessons; a test
-holds every lesson to them, so a new cell cannot go without one.
+one rule: the header and each cell with a ``## `` section heading start a slide, one with a
+``### `` part starts one below it (a sub-slide), every other cell follows on the slide it is
+in, and the wrong answers kept from learners (raw cells) are skipped. ``labkit slides --mark``
+writes them into the lessons; a test holds every lesson to them, so a new cell cannot go
+without one.
 
 The deck: nbconvert's slides exporter with the kit's template (``reveal/templates``), which loads
 reveal.js from the copy written beside the deck and nothing from another host: reveal.js 5.2.1
@@ -39,9 +40,10 @@ def slide_type(cell: dict[str, Any], index: int) -> str:
     if cell["cell_type"] == "raw":
         return "skip"
     if cell["cell_type"] == "markdown":
-        if source.startswith("## "):
+        lines = source.splitlines()  # a heading may follow a cell's first lines
+        if any(line.startswith("## ") for line in lines):
             return "slide"
-        if source.startswith("### "):
+        if any(line.startswith("### ") for line in lines):
             return "subslide"
     return "-"
 
