@@ -125,22 +125,24 @@ def test_a_module_whose_docstrings_alone_changed_touches_no_lesson(tmp_path):
     assert touched.changed_files(base, root=tmp_path) == ["labkit/m.py"]
 
 
-def test_a_module_added_to_the_faces_lazy_set_alone_touches_no_lesson(tmp_path):
-    def git(*args):
-        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+def _committed(root: Path) -> str:
+    """``root`` as a git repository with everything in it committed; the commit."""
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t",
+                                                "commit", "-qm", "a"]):  # fmt: skip
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
+
+def test_a_module_added_to_the_faces_lazy_set_alone_touches_no_lesson(tmp_path):
     def face(names: str, tail: str = "") -> str:
         return f'"""Face."""\n\n_LAZY_MODULES = {{{names}}}\n\n\ndef f():\n    return 1\n{tail}'
 
     init = tmp_path / "labkit" / "__init__.py"
     init.parent.mkdir()
     init.write_text(face('"amp", "data"'))
-    git("init", "-q")
-    git("add", ".")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
-    base = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    base = _committed(tmp_path)
     init.write_text(face('"amp", "data", "learner"'))  # a new module made lazy: nothing runs anew
     assert touched.changed_files(base, root=tmp_path) == []
     init.write_text(face('"amp"'))  # a name taken away: a lesson naming it breaks
@@ -150,9 +152,6 @@ def test_a_module_added_to_the_faces_lazy_set_alone_touches_no_lesson(tmp_path):
 
 
 def test_a_notebook_whose_prose_alone_changed_touches_nothing(tmp_path):
-    def git(*args):
-        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
-
     def notebook(header: str, code: str, tags: list[str]) -> str:
         cells = [
             {"cell_type": "markdown", "metadata": {}, "source": [header]},
@@ -164,12 +163,7 @@ def test_a_notebook_whose_prose_alone_changed_touches_nothing(tmp_path):
     nb = tmp_path / "notebooks" / "01_a.ipynb"
     nb.parent.mkdir()
     nb.write_text(notebook("`small` ≈ 3 min", "x = 1", ["answer"]))
-    git("init", "-q")
-    git("add", ".")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
-    base = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    base = _committed(tmp_path)
     nb.write_text(notebook("`small` ≈ 1 min", "x = 1", ["answer"]))  # the header's time
     assert touched.changed_files(base, root=tmp_path) == []
     nb.write_text(notebook("`small` ≈ 1 min", "x = 1", ["check"]))  # a tag changes the probes

@@ -91,15 +91,19 @@ def cluster_counts(address: str) -> dict[str, int]:
     subprocess. A lesson that ran work on the cluster shows up as a new job: every task and actor
     belongs to one (the task list itself is cut at 10,000 rows, so it is not counted). Reads
     (State API, ``ray status``, the dashboard) leave no trace there and are not seen."""
-    code = (
-        "import json, sys\n"
-        "from ray.util import state\n"
-        "a = sys.argv[1]\n"
+    return _read_state(
+        address,
         "print(json.dumps({'jobs': len(state.list_jobs(address=a)),\n"
-        "  'actors': len(state.list_actors(address=a, limit=10000))}))\n"
+        "  'actors': len(state.list_actors(address=a, limit=10000))}))\n",
     )
+
+
+def _read_state(address: str, code: str) -> Any:
+    """What ``code`` prints as JSON, run in a subprocess with the State API as ``state`` and the
+    address as ``a`` (this process stays out of Ray)."""
+    head = "import json, sys\nfrom ray.util import state\na = sys.argv[1]\n"
     out = subprocess.run(
-        [sys.executable, "-c", code, address],
+        [sys.executable, "-c", head + code, address],
         capture_output=True,
         text=True,
         timeout=120,
@@ -158,23 +162,12 @@ LEARNERS = ("ana", "ben")
 def cluster_actors(address: str) -> dict[str, list[str]]:
     """Every actor the cluster at ``address`` has seen, alive or dead: ``{actor id: [class name,
     name, namespace, state]}``, read in a subprocess (as :func:`cluster_counts`)."""
-    code = (
-        "import json, sys\n"
-        "from ray.util import state\n"
-        "rows = state.list_actors(address=sys.argv[1], limit=10000)\n"
-        "print(json.dumps({a.actor_id: [a.class_name, a.name or '', a.ray_namespace or '',\n"
-        "  a.state] for a in rows}))\n"
+    return _read_state(
+        address,
+        "rows = state.list_actors(address=a, limit=10000)\n"
+        "print(json.dumps({r.actor_id: [r.class_name, r.name or '', r.ray_namespace or '',\n"
+        "  r.state] for r in rows}))\n",
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, address],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(address),
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"cannot read the cluster's actors: {out.stderr[-1500:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def whose(new: dict[str, list[str]], learners: tuple[str, ...] = LEARNERS) -> dict[str, Any]:
