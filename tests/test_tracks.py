@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit.tools import exercises as ex
 from labkit.tools import readme, tracks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +20,7 @@ def _run(folder: Path, seconds: dict[str, float], sweep: str = tracks.SWEEP) -> 
         w = csv.writer(f)
         w.writerow(["run", "notebook", "point", "repeat", "status", "seconds", "error"])
         for nn, s in seconds.items():
-            stem = tracks.lesson_path(nn).stem
+            stem = ex.lesson(nn).stem
             w.writerow([f"{stem}--default--r0", stem, "default", 0, "ok", s, ""])
     machine = {"cpu_model": "Test CPU", "cpus": 2, "gpu": ""}
     sweep_json = {"sweep": sweep, "size": "small", "started": folder.name, "machine": machine}

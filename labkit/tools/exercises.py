@@ -485,6 +485,16 @@ def lessons() -> list[Path]:
     return sorted((params.repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
+def lesson(name: str) -> Path:
+    """The lesson ``name`` names (``"09"`` or ``"09_serve"``); ``ValueError`` naming the lessons
+    there are when it names none."""
+    found = [p for p in lessons() if p.stem == name or p.name.startswith(f"{name}_")]
+    if len(found) != 1:
+        known = " ".join(p.name[:2] for p in lessons())
+        raise ValueError(f"{name!r} names no one lesson; the lessons: {known}")
+    return found[0]
+
+
 def write_learner_copies(
     out_dir: str | Path | None = None, lang: str | None = None, reset: tuple[str, ...] = ()
 ) -> list[Outcome]:

@@ -20,7 +20,6 @@ Used in: no lesson or lab report.
 from __future__ import annotations
 
 import argparse
-import copy
 import shutil
 from pathlib import Path
 from typing import Any
@@ -108,25 +107,13 @@ def build(lesson: Path, out: Path, *, run: Path | None = None, lang: str = "en")
         exclude_input_prompt=True,
         exclude_output_prompt=True,
     )
-    html, _ = exporter.from_notebook_node(
-        copy.deepcopy(nb), resources={"metadata": {"name": lesson.stem}}
-    )
+    html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": lesson.stem}})
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REVEAL, out / "reveal.js", dirs_exist_ok=True)
     suffix = "" if lang == "en" else f".{lang}"
     deck = out / f"{lesson.stem}{suffix}.slides.html"
     deck.write_text(html, encoding="utf-8")
     return deck
-
-
-def _lesson(name: str) -> Path:
-    from labkit.tools import exercises
-
-    found = [p for p in exercises.lessons() if p.name.startswith(name)]
-    if len(found) != 1:
-        known = " ".join(p.name[:2] for p in exercises.lessons())
-        raise SystemExit(f"labkit slides: {name!r} names no one lesson; the lessons: {known}")
-    return found[0]
 
 
 def cmd_slides(args: argparse.Namespace) -> int:
@@ -140,7 +127,14 @@ def cmd_slides(args: argparse.Namespace) -> int:
         return 0
     if not args.lessons:
         raise SystemExit("labkit slides: name the lessons (labkit slides 09), or all")
-    lessons = exercises.lessons() if args.lessons == ["all"] else [_lesson(n) for n in args.lessons]
+    try:
+        lessons = (
+            exercises.lessons()
+            if args.lessons == ["all"]
+            else [exercises.lesson(n) for n in args.lessons]
+        )
+    except ValueError as exc:
+        raise SystemExit(f"labkit slides: {exc}") from None
     out = params.resolve_path(args.out)
     run = params.resolve_path(args.run) if args.run else None
     for lesson in lessons:

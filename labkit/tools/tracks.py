@@ -56,33 +56,26 @@ WORDS = {
 TITLES_ZH = {"3 hours": "3 小时", "one day": "一天", "two days": "两天"}
 
 
-def lesson_path(nn: str) -> Path:
-    found = [p for p in ex.lessons() if p.name.startswith(f"{nn}_")]
-    if not found:
-        raise ValueError(f"no lesson {nn!r} in notebooks/")
-    return found[0]
-
-
 def prerequisites(nn: str) -> list[str]:
     """The lessons a lesson's header names as its prerequisites, by number."""
-    header = "".join(json.loads(lesson_path(nn).read_text())["cells"][0]["source"])
+    header = "".join(json.loads(ex.lesson(nn).read_text())["cells"][0]["source"])
     found = re.search(r"\*\*Prerequisites:\*\*(.*?)(?:\n\n|$)", header, re.S)
     return re.findall(r"\((\d\d)_", found.group(1)) if found else []
 
 
 def learner_minutes(nn: str) -> int:
     """A lesson's time to work through, from its header's "about N min"."""
-    header = "".join(json.loads(lesson_path(nn).read_text())["cells"][0]["source"])
+    header = "".join(json.loads(ex.lesson(nn).read_text())["cells"][0]["source"])
     found = re.search(r"\*\*Time:\*\*\s*about (\d+) min", header)
     if found is None:
-        raise ValueError(f"{lesson_path(nn).name}: its header gives no 'about N min'")
+        raise ValueError(f"{ex.lesson(nn).name}: its header gives no 'about N min'")
     return int(found.group(1))
 
 
 def exercise_count(nn: str) -> int:
     import nbformat
 
-    return len(ex.exercise_pairs(nbformat.read(lesson_path(nn), as_version=4)))
+    return len(ex.exercise_pairs(nbformat.read(ex.lesson(nn), as_version=4)))
 
 
 def kept_run(root: Path | None = None) -> Path:
