@@ -62,14 +62,13 @@ def learner_id() -> str:
             said = ""
         if VALID.fullmatch(said):
             return said
+        if said:
+            kept.unlink(missing_ok=True)  # spoilt by hand: a new id takes its place
         made = f"{_user()}-{secrets.token_hex(2)}"
         kept.parent.mkdir(parents=True, exist_ok=True)
         tmp = kept.with_name(f".{kept.name}.{secrets.token_hex(4)}")
         tmp.write_text(made + "\n")
         try:
-            if said:  # a spoilt file: replace it
-                tmp.replace(kept)
-                return made
             os.link(tmp, kept)  # whole or not at all; a kernel that got there first wins
             return made
         except FileExistsError:

@@ -118,6 +118,12 @@ def _env(address: str, **extra: str) -> dict[str, str]:
     return dict(os.environ, RAY_ADDRESS=address, RAY_AUTH_MODE="token", **extra)
 
 
+def _labkit_run(lessons: list[str], out: Path, cell_timeout: int) -> list[str]:
+    """The ``labkit run`` command for ``lessons`` into ``out``."""
+    return [sys.executable, "-m", "labkit", "run", *lessons, "--out", str(out),
+            "--cell-timeout", str(cell_timeout)]  # fmt: skip
+
+
 def run_lessons(
     lessons: list[str], address: str, out: Path, *, data_dir: Path, cell_timeout: int
 ) -> list[dict[str, Any]]:
@@ -126,17 +132,7 @@ def run_lessons(
     for nb in lessons:
         start = time.monotonic()
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "labkit",
-                "run",
-                nb,
-                "--out",
-                str(out),
-                "--cell-timeout",
-                str(cell_timeout),
-            ],
+            _labkit_run([nb], out, cell_timeout),
             env=_env(address, LABKIT_SIZE="smoke", LABKIT_DATA_DIR=str(data_dir)),
             capture_output=True,
             text=True,
@@ -210,15 +206,9 @@ def run_pair(address: str, out: Path, *, data_dir: Path, cell_timeout: int) -> d
     for who in LEARNERS:
         folder = out / "pair" / who
         folder.mkdir(parents=True, exist_ok=True)
-        env = _env(
-            address,
-            LABKIT_SIZE="smoke",
-            LABKIT_DATA_DIR=str(data_dir),
-            LABKIT_LEARNER=who,
-        )
-        cmd = [sys.executable, "-m", "labkit", "run", *PAIR, "--out", str(folder)]
+        env = _env(address, LABKIT_SIZE="smoke", LABKIT_DATA_DIR=str(data_dir), LABKIT_LEARNER=who)
         log = (folder / "run.log").open("w")
-        cmd += ["--cell-timeout", str(cell_timeout)]
+        cmd = _labkit_run(list(PAIR), folder, cell_timeout)
         running[who] = (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log)
     codes = {}
     for who, (proc, log) in running.items():
@@ -244,16 +234,18 @@ def run_pair(address: str, out: Path, *, data_dir: Path, cell_timeout: int) -> d
     return {"seconds": round(seconds, 1), "exit": codes, **seen, "failures": failures}
 
 
-def pair_on_a_cluster(out: Path, *, data_dir: Path, cell_timeout: int) -> dict[str, Any]:
-    """:func:`run_pair` on a cluster of its own, as :func:`main`'s but with two CPUs a worker
-    node: on the lessons' cluster (two CPUs in all) two 09s' replicas waited for each other's
-    CPUs until a cell timed out (a room's cluster has room for the room). Then down, and what
-    it left."""
+def pair_on_a_cluster(out: Path, *, cell_timeout: int) -> dict[str, Any]:
+    """:func:`run_pair` on a cluster and a data cache of its own, as :func:`main`'s but with two
+    CPUs a worker node: on the lessons' cluster (two CPUs in all) two 09s' replicas waited for
+    each other's CPUs until a cell timed out (a room's cluster has room for the room). Then
+    down, and what it left."""
+    data_dir = Path(tempfile.mkdtemp(prefix="labkit-shared-"))  # the pair's, outside the repo
     try:
         state = workshop.up(workers=2, cpus_per_worker=2, head_cpus=0, gpus_per_worker=2)
         pair = run_pair(state["address"], out, data_dir=data_dir, cell_timeout=cell_timeout)
     finally:
         workshop.down()  # also what a start that failed half-way left
+        shutil.rmtree(data_dir, ignore_errors=True)
     left = leftovers(state)
     if left:
         pair["failures"].append(f"left behind after the pair's cluster went down: {left}")
@@ -376,22 +368,15 @@ def main(argv: list[str] | None = None) -> int:
             failures += report["drill"].get("failures", [])
             if args.save and not report["drill"].get("failures"):
                 save_drill(report["drill"])
-    except BaseException:
-        shutil.rmtree(data_dir, ignore_errors=True)
-        raise
     finally:
         workshop.down()
+        shutil.rmtree(data_dir, ignore_errors=True)
     left = leftovers(state)
     if left:
         failures.append(f"left behind after down: {left}")
-    try:
-        if not args.no_pair:
-            report["pair"] = pair_on_a_cluster(
-                out, data_dir=data_dir, cell_timeout=args.cell_timeout
-            )
-            failures += report["pair"]["failures"]
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+    if not args.no_pair:
+        report["pair"] = pair_on_a_cluster(out, cell_timeout=args.cell_timeout)
+        failures += report["pair"]["failures"]
     report["seconds"] = round(time.monotonic() - started, 1)
     report["failures"] = failures
     (out / "test-cluster.json").write_text(json.dumps(report, indent=1))
