@@ -103,6 +103,13 @@ def test_a_deck_in_chinese_and_a_name_that_is_no_lesson(tmp_path):
     )
     assert out.returncode != 0 and "names no one lesson" in out.stderr
     assert "00 01 02" in out.stderr  # and says which there are
+    out = subprocess.run(
+        [sys.executable, "-m", "labkit", "slides", "01", "--run", str(tmp_path), "--out",
+         str(tmp_path / "decks")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode != 0 and "no executed copy of 01_remote_tasks.ipynb" in out.stderr
+    assert "Traceback" not in out.stderr  # one line, not a stack
 
 
 def test_the_readmes_slides_block_runs_as_written(tmp_path):

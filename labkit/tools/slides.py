@@ -138,7 +138,10 @@ def cmd_slides(args: argparse.Namespace) -> int:
     out = params.resolve_path(args.out)
     run = params.resolve_path(args.run) if args.run else None
     for lesson in lessons:
-        deck = build(lesson, out, run=run, lang=args.lang)
+        try:
+            deck = build(lesson, out, run=run, lang=args.lang)
+        except FileNotFoundError as exc:  # --run names a run without this lesson
+            raise SystemExit(f"labkit slides: {exc}") from None
         print(f"labkit slides: {params.shown(deck)}")
     return 0
 
